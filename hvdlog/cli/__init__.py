@@ -1,0 +1,1 @@
+"""The ``hvdlog`` command line; each command lives in its own module."""

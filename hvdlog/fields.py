@@ -1,0 +1,125 @@
+"""The field contract: the one place every field name, type and dataset is declared.
+
+Everything else (the JSON renderer, Logstash filters, Elasticsearch templates, Kibana
+objects, the CLI) is generated from this module or checked against it by a test.
+It imports nothing of ours, on purpose: the training side, the parsers and the build
+scripts can all load it cheaply.
+
+Names follow ECS (version :data:`ECS_VERSION`) wherever ECS names the thing; ``rank``,
+``local_rank``, ``size``, ``local_size``, ``step``, ``epoch`` and ``job`` stay top-level
+because they are the user's vocabulary; parsed Horovod data lives under ``horovod.*``;
+keys nobody declared go to the ``extra`` catch-all (type ``flattened``) so they cannot
+explode the mapping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = [
+    "DATASETS",
+    "ECS_VERSION",
+    "EXTRA",
+    "FIELDS",
+    "FIELDS_BY_NAME",
+    "HOROVOD_LEVEL_LETTERS",
+    "LEVELS",
+    "PARSE_FAILURE_TAG",
+    "Field",
+    "level_at_least",
+]
+
+ECS_VERSION: Final = "8.11.0"
+
+Origin = Literal["ecs", "hvdlog", "horovod"]
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of every document we write: its dotted name, ES type and why it exists."""
+
+    name: str
+    type: str
+    origin: Origin
+    description: str
+    example: object = None
+
+
+#: Which source a document came from; each has its own data stream ``logs-<dataset>-<ns>``.
+DATASETS: Final = {
+    "horovod.app": "structured JSON events written by hvdlog in the training processes",
+    "horovod.core": "lines printed by Horovod's C++ core (log lines, stall inspector warnings)",
+    "horovod.launcher": "anything else a rank printed: launcher output, Python tracebacks, prints",
+}
+
+#: Lower-case level names, in increasing severity (the values of ``log.level``).
+LEVELS: Final = ("trace", "debug", "info", "warning", "error", "critical")
+
+#: The level letter of a Horovod C++ log line header, e.g. ``[... W /path/file.cc:123]``.
+HOROVOD_LEVEL_LETTERS: Final = {"T": "trace", "D": "debug", "I": "info", "W": "warning", "E": "error", "F": "critical"}
+
+#: Tag added to a line that no pattern matched; the raw line is kept in ``message``.
+PARSE_FAILURE_TAG: Final = "_hvdlog_parse_failure"
+
+#: The catch-all object for undeclared keys.
+EXTRA: Final = "extra"
+
+FIELDS: Final[tuple[Field, ...]] = (
+    # --- ECS base -------------------------------------------------------------------
+    Field("@timestamp", "date", "ecs", "When the event happened, UTC.", "2026-11-29T15:47:55.123456Z"),
+    Field("message", "text", "ecs", "The human message (our event name, or the text after a native header).", "step done"),
+    Field("tags", "keyword", "ecs", "Markers such as the parse-failure tag.", [PARSE_FAILURE_TAG]),
+    Field("log.level", "keyword", "ecs", "Lower-case severity, one of LEVELS.", "info"),
+    Field("log.logger", "keyword", "ecs", "Logger name (stdlib logger, or `horovod` for the C++ core).", "hvdlog.train"),
+    Field("log.origin.file.name", "keyword", "ecs", "Source file that emitted the line.", "/src/horovod/common/stall_inspector.cc"),
+    Field("log.origin.file.line", "long", "ecs", "Line in that source file.", 79),
+    Field("log.origin.function", "keyword", "ecs", "Function that emitted the event.", "train_step"),
+    Field("log.file.path", "keyword", "ecs", "The file the line was read from.", "/logs/job-1/node1/rank-0.jsonl"),
+    Field("host.name", "keyword", "ecs", "Host the rank ran on.", "node1"),
+    Field("process.pid", "long", "ecs", "PID of the rank's process.", 4242),
+    Field("event.dataset", "keyword", "ecs", "Source of the document, one of DATASETS.", "horovod.app"),
+    Field("event.kind", "keyword", "ecs", "`event`, or `pipeline_error` when parsing failed.", "event"),
+    Field("event.action", "keyword", "ecs", "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception.", "stall"),
+    Field("event.original", "keyword", "ecs", "The raw line(s), kept when parsing native output.", "[2026-...]"),
+    Field("event.duration", "long", "ecs", "Duration in nanoseconds, where an event has one.", 12000000000),
+    Field("error.type", "keyword", "ecs", "Exception class.", "RuntimeError"),
+    Field("error.message", "text", "ecs", "Exception message, or why parsing failed.", "injected fault on rank 1"),
+    Field("error.stack_trace", "text", "ecs", "Full traceback.", "Traceback (most recent call last): ..."),
+    Field("data_stream.type", "keyword", "ecs", "Always `logs`.", "logs"),
+    Field("data_stream.dataset", "keyword", "ecs", "Same as event.dataset.", "horovod.app"),
+    Field("data_stream.namespace", "keyword", "ecs", "Deployment namespace, e.g. the cluster name.", "default"),
+    # --- hvdlog: the user's vocabulary ---------------------------------------------
+    Field("rank", "integer", "hvdlog", "Global Horovod rank.", 3),
+    Field("local_rank", "integer", "hvdlog", "Rank within the host.", 1),
+    Field("size", "integer", "hvdlog", "Number of ranks in the job.", 8),
+    Field("local_size", "integer", "hvdlog", "Number of ranks on this host.", 2),
+    Field("job", "keyword", "hvdlog", "Job id (HVDLOG_JOB, else derived at start).", "mnist-20261129-154755"),
+    Field("step", "long", "hvdlog", "Global training step, bound for the duration of the step.", 120),
+    Field("epoch", "integer", "hvdlog", "Epoch, bound with the step.", 2),
+    Field("loss", "double", "hvdlog", "Training loss (averaged over ranks where the example does so).", 0.31),
+    Field("lr", "double", "hvdlog", "Learning rate.", 0.01),
+    Field("samples_per_sec", "double", "hvdlog", "Throughput of this rank.", 5120.0),
+    Field(EXTRA, "flattened", "hvdlog", "Catch-all for keys this contract does not declare.", {"batch_size": 64}),
+    # --- horovod: parsed from Horovod's own output, or detected by our watchdog -----
+    Field("horovod.stall.missing_ranks", "integer", "horovod", "Ranks that had not joined the collective.", [1]),
+    Field("horovod.stall.ready_ranks", "integer", "horovod", "Ranks that had joined (oldest stall format).", [0]),
+    Field("horovod.stall.shutdown_ranks", "integer", "horovod", "Ranks marked `!`: past the shutdown time.", [1]),
+    Field("horovod.stall.tensors", "keyword", "horovod", "Tensor names the collective waits on.", ["allreduce.loss"]),
+    Field("horovod.stall.seconds", "double", "horovod", "How long the stall has lasted (or the threshold reported).", 60.0),
+    Field("horovod.stall.shutdown", "boolean", "horovod", "Horovod announced it will shut down because of the stall.", False),
+    Field("horovod.stall.source", "keyword", "horovod", "`inspector` (Horovod's message) or `watchdog` (ours).", "watchdog"),
+    Field("horovod.stall.operation", "keyword", "horovod", "The collective waited in, when known (allreduce, broadcast, ...).", "allreduce"),
+    Field("horovod.launcher.stream", "keyword", "horovod", "stdout or stderr of the rank.", "stderr"),
+    Field("horovod.launcher.job", "keyword", "horovod", "Open MPI job id from a `[job,rank]` tag.", "1"),
+    Field("horovod.launcher.format", "keyword", "horovod", "Which launcher tag was seen: gloo, openmpi, mpich, none.", "gloo"),
+)
+
+FIELDS_BY_NAME: Final = {field.name: field for field in FIELDS}
+
+_LEVEL_INDEX: Final = {name: index for index, name in enumerate(LEVELS)}
+
+
+def level_at_least(level: str, minimum: str) -> bool:
+    """True when ``level`` is as severe as ``minimum`` or more (unknown levels count as info)."""
+    return _LEVEL_INDEX.get(level, 2) >= _LEVEL_INDEX[minimum]

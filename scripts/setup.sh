@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Idempotent setup of everything the demo and the tests need, outside the clone:
+# a venv with PyTorch and a Horovod built here, Open MPI, and a real Elasticsearch.
+# Prints `export` lines for the caller to eval. A second run takes seconds.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+ensure_debs openmpi-bin libopenmpi-dev cmake util-linux
+
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating the venv $VENV"
+  "$PYTHON_BIN" -m venv "$VENV.partial" || die "could not create a venv with $PYTHON_BIN"
+  # PyPI's Linux torch wheel pulls CUDA runtime wheels (about 5 GB installed); no CPU-only
+  # wheel is served by the registries this project can use.
+  log "installing torch $TORCH_VERSION from PyPI (about 1-2 minutes, once)"
+  "$VENV.partial/bin/pip" install -q "torch==$TORCH_VERSION" numpy \
+    || { rm -rf "$VENV.partial"; die "pip could not install torch $TORCH_VERSION"; }
+  mv "$VENV.partial" "$VENV"
+fi
+
+bash "$REPO_ROOT/scripts/build-horovod.sh"
+
+# Our package, editable, so the console script runs this checkout's code.
+"$VENV/bin/pip" install -q -e "$REPO_ROOT[test]" || die "pip could not install hvdlog and its test dependencies"
+
+es_home="$(bash "$REPO_ROOT/scripts/fetch-elasticsearch.sh")"
+
+cat <<ENV
+export PATH="$VENV/bin:\$PATH"
+export VIRTUAL_ENV="$VENV"
+export HVDLOG_ES_HOME="$es_home"
+ENV

@@ -1,0 +1,50 @@
+"""Session fixtures: a real Elasticsearch on loopback, shared by every test that asks for it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "tests"))
+
+from harness.elasticsearch import ElasticsearchServer  # noqa: E402
+
+# Horovod prints local time without a zone: pin it so golden files are stable.
+os.environ["TZ"] = "UTC"
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    """CI and timeouts send SIGTERM: turn it into KeyboardInterrupt so fixtures tear down."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+
+
+@pytest.fixture(name="es_server", scope="session")
+def fixture_es_server() -> Iterator[ElasticsearchServer]:
+    """A real single-node Elasticsearch; a failure to start fails the test, never skips it."""
+    with ElasticsearchServer() as server:
+        yield server
+
+
+@pytest.fixture(name="es_url", scope="session")
+def fixture_es_url(es_server: ElasticsearchServer) -> str:
+    """Base URL of the session's Elasticsearch."""
+    return es_server.url
+
+
+@pytest.fixture(name="es")
+def fixture_es(es_url: str):  # noqa: ANN201 - the client type is imported lazily
+    """An official elasticsearch-py 8.x client bound to the session's server."""
+    from elasticsearch import Elasticsearch
+
+    client = Elasticsearch(es_url, request_timeout=30)
+    yield client
+    client.close()

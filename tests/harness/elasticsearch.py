@@ -1,0 +1,195 @@
+"""Start and stop a real Elasticsearch server on loopback for tests and benchmarks.
+
+The server is the official Elasticsearch distribution that ``scripts/fetch-elasticsearch.sh``
+puts in the cache (``HVDLOG_ES_HOME``). Elasticsearch refuses to run as root, so as root we
+drop to ``nobody`` with ``setpriv``. The launcher gets SIGKILL when its parent dies
+(``--pdeathsig``), and the server JVM exits when its launcher dies (it watches the
+launcher's pipe), so no process outlives the test session even on a hard interrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+__all__ = ["ElasticsearchServer", "ElasticsearchStartError", "default_es_home"]
+
+#: How long a cold JVM on two cores may take to answer; measured ~25 s here.
+STARTUP_TIMEOUT_S = 180.0
+
+
+class ElasticsearchStartError(RuntimeError):
+    """The server could not be started; the message says what to check."""
+
+
+def default_es_home() -> Path:
+    """Where the setup script installs the distribution (``HVDLOG_ES_HOME`` overrides)."""
+    if env := os.environ.get("HVDLOG_ES_HOME"):
+        return Path(env)
+    cache = Path(os.environ.get("HVDLOG_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hvdlog")
+    homes = sorted(cache.glob("elasticsearch-*"))
+    if not homes:
+        raise ElasticsearchStartError(
+            f"no Elasticsearch distribution under {cache}: run `make test` (or scripts/fetch-elasticsearch.sh) first"
+        )
+    return homes[-1]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _java_home() -> str:
+    """ES 8 runs on Java 17+; prefer JAVA_HOME, else the JDK that ``java`` on PATH belongs to."""
+    if home := os.environ.get("ES_JAVA_HOME") or os.environ.get("JAVA_HOME"):
+        return home
+    java = shutil.which("java")
+    if not java:
+        raise ElasticsearchStartError("no `java` on PATH: install a JDK 17+ (Debian: openjdk-17-jre-headless)")
+    return str(Path(os.path.realpath(java)).parent.parent)
+
+
+class ElasticsearchServer:
+    """One single-node Elasticsearch on 127.0.0.1, in a throw-away directory.
+
+    Use as a context manager; ``url`` is valid between ``start()`` and ``stop()``.
+    """
+
+    def __init__(self, es_home: Path | None = None, heap: str = "512m") -> None:
+        self.es_home = es_home or default_es_home()
+        self.heap = heap
+        self.port = 0
+        self.workdir: Path | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """Base URL of the HTTP API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ElasticsearchServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Launch the server and wait until the cluster is green (or fail with a reason)."""
+        if not (self.es_home / "bin" / "elasticsearch").exists():
+            raise ElasticsearchStartError(f"{self.es_home} is not an Elasticsearch distribution")
+        self.workdir = Path(tempfile.mkdtemp(prefix="hvdlog-es-"))
+        os.chmod(self.workdir, 0o755)
+        home = self._readable_home()
+        conf = self.workdir / "config"
+        shutil.copytree(home / "config", conf)
+        for sub in ("data", "logs", "tmp"):
+            (self.workdir / sub).mkdir()
+        self.port = _free_port()
+        settings = {
+            "cluster.name": "hvdlog-test",
+            "node.name": "hvdlog-test-0",
+            "discovery.type": "single-node",
+            "network.host": "127.0.0.1",
+            "http.port": str(self.port),
+            "transport.port": str(_free_port()),
+            "path.data": str(self.workdir / "data"),
+            "path.logs": str(self.workdir / "logs"),
+            "xpack.security.enabled": "false",
+            # Tests fill small disks fast; do not let the watermark turn indices read-only.
+            "cluster.routing.allocation.disk.threshold_enabled": "false",
+            "action.destructive_requires_name": "false",
+        }
+        cmd = [str(home / "bin" / "elasticsearch"), "--quiet"]
+        for key, value in settings.items():
+            cmd += ["-E", f"{key}={value}"]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "ES_JAVA_HOME": _java_home(),
+            "ES_PATH_CONF": str(conf),
+            "ES_TMPDIR": str(self.workdir / "tmp"),
+            "ES_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap}",
+            "LANG": "C.UTF-8",
+        }
+        if os.geteuid() == 0:
+            shutil.chown(self.workdir, "nobody")
+            for path in self.workdir.rglob("*"):
+                shutil.chown(path, "nobody")
+            cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--pdeathsig=SIGKILL", *cmd]
+        self.log_path = self.workdir / "console.log"
+        with open(self.log_path, "wb") as console:
+            self.process = subprocess.Popen(
+                cmd, env=env, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        try:
+            self._wait_green()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _readable_home(self) -> Path:
+        """As root, ``nobody`` cannot traverse e.g. /root/.cache: hard-link the tree into our dir."""
+        if os.geteuid() != 0:
+            return self.es_home
+        assert self.workdir is not None
+        target = self.workdir / "es-home"
+        try:
+            shutil.copytree(self.es_home, target, copy_function=os.link, symlinks=True)
+        except OSError:
+            shutil.rmtree(target, ignore_errors=True)
+            shutil.copytree(self.es_home, target, symlinks=True)
+        return target
+
+    def _wait_green(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        health = f"{self.url}/_cluster/health?wait_for_status=green&timeout=2s"
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise ElasticsearchStartError(
+                    f"Elasticsearch exited with code {self.process.returncode} while starting:\n{self._tail()}"
+                )
+            try:
+                with urllib.request.urlopen(health, timeout=5) as response:
+                    if json.load(response).get("status") == "green":
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+                pass
+            time.sleep(0.5)
+        raise ElasticsearchStartError(
+            f"Elasticsearch did not report green within {STARTUP_TIMEOUT_S:.0f} s on {self.url}:\n{self._tail()}"
+        )
+
+    def _tail(self, lines: int = 30) -> str:
+        text = ""
+        for path in (self.log_path, *(self.workdir.glob("logs/*.log") if self.workdir else [])):
+            if path.exists():
+                text += "".join(path.read_text(errors="replace").splitlines(keepends=True)[-lines:])
+        return text or "(no output)"
+
+    def stop(self) -> None:
+        """Stop the whole process group (launcher and server JVM) and delete the directory."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+            except ProcessLookupError:
+                pass
+        self.process = None
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
