@@ -14,7 +14,9 @@ import click
 from hvdlog import __version__
 
 #: command name -> "module:attribute" of its click command. Adding a command is one line.
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "parse": "hvdlog.cli.parse:parse",
+}
 
 
 class LazyGroup(click.Group):

@@ -1,0 +1,113 @@
+"""Raw files -> documents of the field contract, with no stack running (``hvdlog parse``).
+
+Reads our JSON event files, native captures (per-rank ``rank-N.stdout.log``), horovodrun
+console captures (launcher-tagged, ranks interleaved) and ``--output-filename`` trees,
+and yields the documents Logstash's pipelines produce for the same lines, using the same
+grok pattern file (``logstash/patterns/horovod``). ``hvdlog grep``/``stalls``/... build on
+:func:`parse_paths` and :func:`parse_lines`.
+
+.. versionadded:: 0.1.0
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from hvdlog.documents import Document
+from hvdlog.parse.jsonl import decode_event
+from hvdlog.parse.launcher import path_fields, strip_tag
+from hvdlog.parse.native import Chatter, NativeParser
+
+__all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
+
+#: The path that means standard input.
+STDIN = "-"
+
+
+def decode_line(raw: bytes | str) -> str:
+    """One physical line as text without its line ending; invalid UTF-8 bytes are kept
+    visibly as ``\\xNN`` escapes rather than dropped."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", "backslashreplace")
+    return raw.rstrip("\r\n")
+
+
+def parse_lines(
+    lines: Iterable[bytes | str],
+    *,
+    path: str | os.PathLike[str] | None = None,
+    timezone: str | None = None,
+    chatter: Chatter = "keep",
+    size: int | None = None,
+    parser: NativeParser | None = None,
+) -> Iterator[Document]:
+    """Documents from the lines of one source (a file, stdin, a list).
+
+    Args:
+        lines: physical lines, bytes or text, with or without line endings.
+        path: where they were read from; a per-rank path gives rank, stream, job and host,
+            and is stored in ``log.file.path``.
+        timezone: IANA zone of the nodes' clocks for Horovod's zone-less times (default:
+            this machine's local zone).
+        chatter: known per-cycle TRACE/DEBUG lines: ``keep``, ``drop`` or keep 1 in N.
+        size: job size, for the oldest stall format (``[ready ranks: ...]``).
+        parser: share one native parser across files (what :func:`parse_paths` does).
+    """
+    native = parser or NativeParser(timezone=timezone, chatter=chatter, size=size)
+    base: dict[str, Any] = {}
+    if path is not None:
+        path = os.fspath(path)
+        base = {"log.file.path": path, **path_fields(path)}
+    for raw in lines:
+        line = decode_line(raw)
+        if line[:1] == "{":
+            doc = decode_event(line)
+            if doc is not None:
+                if path is not None:
+                    doc.setdefault("log", {})["file"] = {"path": path}
+                yield doc
+                continue
+        payload, tag = strip_tag(line)
+        yield from native.feed(payload, {**base, **tag} if tag else base)
+    yield from native.close()
+
+
+def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
+    """Files named by ``paths``; a directory (an ``--output-filename`` tree) is walked in
+    name order. Raises FileNotFoundError for a path that does not exist."""
+    for item in paths:
+        item = os.fspath(item)
+        if item == STDIN:
+            yield item
+        elif Path(item).is_dir():
+            yield from sorted(str(found) for found in Path(item).rglob("*") if found.is_file())
+        elif Path(item).exists():
+            yield item
+        else:
+            raise FileNotFoundError(f"no such file or directory: {item}")
+
+
+def parse_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    timezone: str | None = None,
+    chatter: Chatter = "keep",
+    size: int | None = None,
+    stdin: IO[bytes] | None = None,
+) -> Iterator[Document]:
+    """Documents from files, directories (walked) and ``-`` (standard input), in order.
+
+    Same options as :func:`parse_lines`. One native parser serves all files, so a job size
+    learned from rank 0's log applies to the others.
+    """
+    native = NativeParser(timezone=timezone, chatter=chatter, size=size)
+    for name in iter_files(paths):
+        if name == STDIN:
+            yield from parse_lines(stdin or sys.stdin.buffer, parser=native)
+            continue
+        with open(name, "rb") as handle:
+            yield from parse_lines(handle, path=name, parser=native)

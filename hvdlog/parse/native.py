@@ -1,0 +1,255 @@
+"""Native output of a rank (Horovod C++ core lines, stall warnings, tracebacks, prints)
+-> documents of the field contract.
+
+Lines arrive one at a time, possibly from several ranks interleaved (a horovodrun console
+capture); multi-line events (stall warnings, Python tracebacks, C++ ``terminate``) are
+assembled per (rank, stream, file), so interleaving does not tear them apart. A line that
+no pattern recognises is kept, raw, with the parse-failure tag: nothing is dropped except
+blank lines outside multi-line events and, when asked, known TRACE/DEBUG chatter.
+
+Datasets: core lines and stall warnings -> ``horovod.core``; everything else
+(tracebacks, prints, launcher lines) -> ``horovod.launcher``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Final
+
+from hvdlog.documents import Document
+from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.parse.jsonl import nest
+from hvdlog.parse.patterns import compile_pattern
+from hvdlog.parse.stalls import StallBlock, is_continuation, stall_header_seconds, stall_op_fields
+from hvdlog.parse.timestamps import TimeConverter
+
+__all__ = ["CORE_DATASET", "LAUNCHER_DATASET", "Chatter", "NativeParser", "parse_chatter"]
+
+CORE_DATASET: Final = "horovod.core"
+LAUNCHER_DATASET: Final = "horovod.launcher"
+
+_CORE: Final = compile_pattern("HOROVOD_CORE_LINE")
+_CORE_REGEX: Final = _CORE.regex
+_CORE_GROUPS: Final = {capture.field: capture.group for capture in _CORE.captures}
+_G_TIME, _G_LEVEL, _G_FILE, _G_LINE, _G_RANK, _G_MESSAGE = (
+    _CORE_GROUPS[name]
+    for name in ("@metadata.hvd.time", "@metadata.hvd.level", "log.origin.file.name", "log.origin.file.line", "rank", "message")
+)
+_LEGACY_WARNING: Final = compile_pattern("HOROVOD_STALL_LEGACY_LINE")
+_OPS_LINE: Final = compile_pattern("HOROVOD_STALL_OPS_LINE").regex
+_TRACEBACK: Final = compile_pattern("HOROVOD_TRACEBACK_START").regex
+_CHAIN: Final = compile_pattern("HOROVOD_TRACEBACK_CHAIN").regex
+_EXCEPTION: Final = compile_pattern("HOROVOD_EXCEPTION_LINE")
+_TERMINATE: Final = compile_pattern("HOROVOD_TERMINATE")
+_WHAT: Final = compile_pattern("HOROVOD_TERMINATE_WHAT")
+_CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
+_SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
+_LEVELS: Final = HOROVOD_LEVEL_LETTERS
+_QUIET_LETTERS: Final = frozenset("TD")
+
+#: "keep" every chatter line, "drop" them all, or keep one in N (an int >= 1).
+Chatter = str | int
+
+
+def parse_chatter(value: str | int) -> Chatter:
+    """Check a chatter setting once: ``keep``, ``drop``, ``sample=N`` / N (keep 1 in N)."""
+    if value in ("keep", "drop"):
+        return value
+    text = str(value).removeprefix("sample=")
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise ValueError(f"chatter must be keep, drop or sample=N with N >= 1, not {value!r}")
+
+
+class _Stream:
+    """What one (rank, stream, file) has open: a multi-line event and its last time."""
+
+    __slots__ = ("base", "kind", "lines", "stall", "fields", "last_time", "started", "pending", "chatter_seen")
+
+    def __init__(self, base: dict[str, Any]) -> None:
+        self.base = base
+        self.kind: str | None = None  # None, "stall", "traceback", "after_exception", "chain", "terminate"
+        self.lines: list[str] = []
+        self.stall: StallBlock | None = None
+        self.fields: dict[str, Any] = {}
+        self.last_time: str | None = None
+        self.started: str | None = None  # last_time when the open event began
+        self.pending: list[str] = []
+        self.chatter_seen = 0
+
+
+class NativeParser:
+    """Feeds native lines, yields documents; call :meth:`close` at the end of input."""
+
+    __slots__ = ("_times", "_chatter", "size", "_streams")
+
+    def __init__(self, *, timezone: str | None = None, chatter: Chatter = "keep", size: int | None = None) -> None:
+        """``timezone`` of the nodes' clocks; ``chatter`` see :func:`parse_chatter`;
+        ``size`` of the job, for the oldest stall format (else learned from the core log)."""
+        self._times = TimeConverter(timezone)
+        self._chatter = parse_chatter(chatter)
+        self.size = size
+        self._streams: dict[tuple[Any, ...], _Stream] = {}
+
+    # --- input -------------------------------------------------------------------------
+    def feed(self, payload: str, context: dict[str, Any]) -> Iterator[Document]:
+        """One line without its launcher tag; ``context`` = flat fields from tag and path."""
+        key = (context.get("rank"), context.get("horovod.launcher.stream"), context.get("log.file.path"))
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = _Stream(dict(context))
+        launcher_time = context.get("@metadata.hvd.launcher_time")
+        if launcher_time is not None:
+            stream.last_time = self._times.launcher(launcher_time) or stream.last_time
+        if stream.kind is not None and self._continue(stream, payload):
+            return
+        if stream.kind is not None:
+            yield from self._flush(stream)
+        yield from self._start(stream, payload, context)
+
+    def close(self) -> Iterator[Document]:
+        """Emit the multi-line events still open (input ended in the middle of one)."""
+        for stream in self._streams.values():
+            yield from self._flush(stream)
+
+    # --- multi-line events -------------------------------------------------------------
+    def _continue(self, stream: _Stream, line: str) -> bool:
+        """True when ``line`` belongs to the open event (and was added to it)."""
+        kind = stream.kind
+        if kind == "stall":
+            if is_continuation(line):
+                stream.stall.add(line)  # type: ignore[union-attr]
+                return True
+            return False
+        if kind == "traceback":
+            if line[:1] in (" ", "\t"):
+                stream.lines.append(line)
+                return True
+            if not line.strip():  # a blank line in a frame's source is still the traceback
+                stream.pending.append(line)
+                return True
+            stream.lines.extend(stream.pending)
+            stream.pending.clear()
+            stream.lines.append(line)
+            exception = _EXCEPTION.match(line)
+            stream.fields = exception or {"error.message": line}
+            stream.kind = "after_exception"
+            return True
+        if kind in ("after_exception", "chain"):
+            if not line.strip():
+                stream.pending.append(line)
+                return True
+            if (kind == "after_exception" and _CHAIN.match(line)) or (kind == "chain" and _TRACEBACK.match(line)):
+                stream.lines.extend(stream.pending)
+                stream.pending.clear()
+                stream.lines.append(line)
+                stream.kind = "chain" if kind == "after_exception" else "traceback"
+                return True
+            return False
+        if kind == "terminate":
+            what = _WHAT.match(line)
+            if what is not None:
+                stream.lines.append(line)
+                stream.fields.update(what)
+            return what is not None
+        return False
+
+    def _flush(self, stream: _Stream) -> Iterator[Document]:
+        kind = stream.kind
+        if kind is None:
+            return
+        fields = stream.fields
+        if kind == "stall":
+            fields.update(stream.stall.fields(self.size))  # type: ignore[union-attr]
+        else:
+            fields["message"] = "\n".join(stream.lines)
+            fields["event.dataset"] = LAUNCHER_DATASET
+            if kind == "terminate":
+                fields["log.level"] = "critical"
+            else:
+                fields["log.level"] = "error"
+                fields["error.stack_trace"] = fields["message"]
+        yield self._document(stream, fields, stream.started)
+        stream.kind = None
+        stream.stall = None
+        stream.lines = []
+        stream.fields = {}
+        # blank lines that followed a finished traceback carry nothing: not documents
+        stream.pending.clear()
+
+    # --- single lines and event starts -------------------------------------------------
+    def _start(self, stream: _Stream, line: str, context: dict[str, Any]) -> Iterator[Document]:
+        if line.startswith("["):
+            core = _CORE_REGEX.match(line)
+            if core is not None:
+                yield from self._core(stream, core)
+                return
+        elif line.startswith("Traceback"):
+            if _TRACEBACK.match(line):
+                stream.kind, stream.lines, stream.started = "traceback", [line], stream.last_time
+                return
+        elif line.startswith("terminate"):
+            terminate = _TERMINATE.match(line)
+            if terminate is not None:
+                stream.kind, stream.lines, stream.fields = "terminate", [line], terminate
+                stream.started = stream.last_time
+                return
+        elif line.startswith("WARNING: "):
+            legacy = _LEGACY_WARNING.match(line)
+            seconds = stall_header_seconds(legacy["message"]) if legacy else None
+            if seconds is not None:
+                stream.kind, stream.stall = "stall", StallBlock(legacy["message"], seconds)  # type: ignore[index]
+                stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
+                stream.started = stream.last_time
+                return
+        if not line.strip():
+            return
+        yield self._document(
+            stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}
+        )
+
+    def _core(self, stream: _Stream, core: Any) -> Iterator[Document]:
+        letter = core[_G_LEVEL]
+        message = core[_G_MESSAGE]
+        time = core[_G_TIME]
+        if time is not None:
+            stream.last_time = self._times.core(time) or stream.last_time
+        fields: dict[str, Any] = {
+            "message": message,
+            "log.level": _LEVELS[letter],
+            "log.origin.file.name": core[_G_FILE],
+            "log.origin.file.line": int(core[_G_LINE]),
+            "event.dataset": CORE_DATASET,
+        }
+        if core[_G_RANK] is not None:
+            fields["rank"] = int(core[_G_RANK])
+        if letter in _QUIET_LETTERS:
+            if _CHATTER.match(message):
+                if self._chatter == "drop":
+                    return
+                if self._chatter != "keep":
+                    stream.chatter_seen += 1
+                    if (stream.chatter_seen - 1) % self._chatter:  # type: ignore[operator]
+                        return
+            elif message.startswith("Started Horovod"):
+                size = _SIZE.match(message)
+                if size is not None:
+                    self.size = size["size"]
+        elif message.startswith("One or more tensors"):
+            seconds = stall_header_seconds(message)
+            if seconds is not None:
+                stream.kind, stream.stall, stream.fields = "stall", StallBlock(message, seconds), fields
+                stream.started = stream.last_time
+                return
+        elif _OPS_LINE.match(message):  # <= v0.16: one W line per stalled tensor
+            fields.update(stall_op_fields(message, self.size))
+            fields.update({"event.action": "stall", "horovod.stall.source": "inspector", "horovod.stall.shutdown": False})
+        yield self._document(stream, fields)
+
+    def _document(self, stream: _Stream, fields: dict[str, Any], time: str | None = None) -> Document:
+        flat = {**stream.base, **fields}
+        time = time or stream.last_time
+        if time is not None:
+            flat["@timestamp"] = time
+        flat.pop("@metadata.hvd.launcher_time", None)
+        return nest(flat)

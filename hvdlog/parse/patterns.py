@@ -1,0 +1,140 @@
+"""The grok pattern file, translated into Python regexes: one source of patterns.
+
+Logstash loads ``logstash/patterns/horovod`` through ``patterns_dir``; ``hvdlog parse``
+loads the same file and expands ``%{NAME:[field][path]:type}`` references into named
+groups, so a pattern changes in one place. The file keeps to a subset that translates
+cleanly (see its header); anything else fails here with the pattern's name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "PATTERN_FILE",
+    "Capture",
+    "CompiledPattern",
+    "PatternError",
+    "compile_pattern",
+    "field_path",
+    "load_definitions",
+]
+
+#: The repository's pattern file; ``HVDLOG_PATTERNS`` points elsewhere (e.g. an installed copy).
+PATTERN_FILE: Final = Path(
+    os.environ.get("HVDLOG_PATTERNS") or Path(__file__).resolve().parents[2] / "logstash" / "patterns" / "horovod"
+)
+
+_REFERENCE: Final = re.compile(r"%\{(?P<name>\w+)(?::(?P<field>[^:}]+))?(?::(?P<type>int|float))?\}")
+_DEFINITION: Final = re.compile(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<pattern>.*?)\s*$")
+_FIELD_REF: Final = re.compile(r"\[([^\[\]]+)\]")
+_CONVERT: Final[dict[str | None, Callable[[str], Any]]] = {None: str, "int": int, "float": float}
+
+
+class PatternError(ValueError):
+    """The pattern file is missing, malformed, or uses what the translator cannot express."""
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """One named group: the grok field it fills and the type it converts to."""
+
+    group: str
+    field: str
+    convert: Callable[[str], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPattern:
+    """A pattern expanded to a Python regex, with its captures in order."""
+
+    name: str
+    regex: re.Pattern[str]
+    captures: tuple[Capture, ...]
+
+    def match(self, text: str) -> dict[str, Any] | None:
+        """Captured fields (grok field refs as keys) when the pattern matches at the start."""
+        found = self.regex.match(text)
+        return None if found is None else self._fields(found)
+
+    def search(self, text: str) -> dict[str, Any] | None:
+        """Like :meth:`match`, anywhere in ``text``."""
+        found = self.regex.search(text)
+        return None if found is None else self._fields(found)
+
+    def finditer(self, text: str) -> Iterator[dict[str, Any]]:
+        """Every non-overlapping match's captures."""
+        for found in self.regex.finditer(text):
+            yield self._fields(found)
+
+    def _fields(self, found: re.Match[str]) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        groups = found.groupdict()
+        for capture in self.captures:
+            value = groups[capture.group]
+            if value is not None and capture.field not in fields:
+                fields[capture.field] = capture.convert(value)
+        return fields
+
+
+def field_path(reference: str) -> str:
+    """``[log][origin][file][line]`` -> ``log.origin.file.line`` (a bare name stays as is)."""
+    parts = _FIELD_REF.findall(reference)
+    return ".".join(parts) if parts else reference
+
+
+@cache
+def load_definitions(path: Path = PATTERN_FILE) -> dict[str, str]:
+    """``NAME -> pattern`` from a grok pattern file (comments and blank lines skipped)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise PatternError(f"cannot read the grok pattern file {path}: {error.strerror}; set HVDLOG_PATTERNS") from error
+    definitions: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        found = _DEFINITION.match(line)
+        if not found:
+            raise PatternError(f"{path}:{number}: expected `NAME pattern`, got {line!r}")
+        definitions[found["name"]] = found["pattern"]
+    return definitions
+
+
+@cache
+def compile_pattern(name: str, path: Path = PATTERN_FILE) -> CompiledPattern:
+    """The named pattern, expanded and compiled (cached: compile once, match often)."""
+    definitions = load_definitions(path)
+    captures: list[Capture] = []
+
+    def expand(pattern_name: str, seen: tuple[str, ...]) -> str:
+        if pattern_name not in definitions:
+            raise PatternError(f"{path}: pattern {seen[-1] if seen else name} references unknown %{{{pattern_name}}}")
+        if pattern_name in seen:
+            raise PatternError(f"{path}: pattern {pattern_name} refers to itself through {' -> '.join(seen)}")
+        source = definitions[pattern_name]
+        if "(?<" in source.replace("(?<=", "").replace("(?<!", "") or "(?m)" in source:
+            raise PatternError(f"{path}: {pattern_name} uses a raw named group or inline flag; capture with %{{NAME:[field]}}")
+
+        def replace(found: re.Match[str]) -> str:
+            inner = expand(found["name"], (*seen, pattern_name))
+            if found["field"] is None:
+                return f"(?:{inner})"
+            group = f"g{len(captures)}"
+            captures.append(Capture(group, field_path(found["field"]), _CONVERT[found["type"]]))
+            return f"(?P<{group}>{inner})"
+
+        return _REFERENCE.sub(replace, source)
+
+    source = expand(name, ())
+    try:
+        regex = re.compile(source)
+    except re.error as error:
+        raise PatternError(f"{path}: pattern {name} does not compile in Python: {error}") from error
+    return CompiledPattern(name, regex, tuple(captures))

@@ -1,0 +1,121 @@
+"""Stall inspector warnings, every generation, assembled into one event per warning.
+
+Horovod's stall inspector (rank 0 only) prints a W line (E when shutting down) followed
+by header-less lines; what follows the header changed over the years:
+
+- v0.21+ (``stall_inspector.cc``): ``Missing ranks:`` then ``<rank>[!]: [t1, t2 ...]``
+  (at most 6 names, `` ...`` appended; ``!`` = past the shutdown time), and on shutdown
+  ``One or more rank (marked by "!") is stalled for longer than S seconds. Will shutdown.``
+- v0.17-v0.20: ``Stalled ranks:`` instead of ``Missing ranks:``.
+- <= v0.16: ``Stalled ops:`` then ``<tensor> [missing ranks: 1, 2]`` entries, or each entry
+  as its own W core line; older builds ``[ready ranks: ...]`` (missing = all - ready when
+  the job size is known) after a bare ``WARNING: `` header.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from hvdlog.parse.patterns import compile_pattern
+
+__all__ = ["StallBlock", "is_continuation", "stall_header_seconds", "stall_op_fields"]
+
+_HEADER: Final = compile_pattern("HOROVOD_STALL_HEADER")
+_RANKS_TITLE: Final = compile_pattern("HOROVOD_STALL_RANKS_TITLE").regex
+_RANK: Final = compile_pattern("HOROVOD_STALL_RANK")
+_SHUTDOWN: Final = compile_pattern("HOROVOD_STALL_SHUTDOWN")
+_OPS_TITLE: Final = compile_pattern("HOROVOD_STALL_OPS_TITLE").regex
+_OPS_LINE: Final = compile_pattern("HOROVOD_STALL_OPS_LINE").regex
+_OP: Final = compile_pattern("HOROVOD_STALL_OP")
+_TRUNCATED: Final = " ..."
+
+
+def stall_header_seconds(message: str) -> float | None:
+    """The N of "... for more than N seconds." when ``message`` opens a stall warning."""
+    if not message.startswith("One or more tensors"):
+        return None
+    fields = _HEADER.match(message)
+    return None if fields is None else fields["horovod.stall.seconds"]
+
+
+def is_continuation(line: str) -> bool:
+    """True for the header-less lines that belong to the stall warning above them."""
+    return bool(
+        _RANKS_TITLE.match(line) or _RANK.regex.match(line) or _SHUTDOWN.regex.match(line)
+        or _OPS_TITLE.match(line) or _OPS_LINE.match(line)
+    )
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))
+
+
+def stall_op_fields(text: str, size: int | None) -> dict[str, Any]:
+    """Tensors and ranks from ``<tensor> [missing|ready ranks: ...]`` entries in ``text``."""
+    tensors: list[str] = []
+    missing: list[int] = []
+    ready: list[int] = []
+    for op in _OP.finditer(text):
+        tensors.append(op["@metadata.hvd.stall_tensor"])
+        ranks = [int(rank) for rank in op["@metadata.hvd.stall_ranks"].replace(" ", "").split(",")]
+        if op["@metadata.hvd.stall_kind"] == "missing":
+            missing.extend(ranks)
+        else:
+            ready.extend(ranks)
+            if size is not None:
+                missing.extend(rank for rank in range(size) if rank not in ranks)
+    fields: dict[str, Any] = {}
+    if tensors:
+        fields["horovod.stall.tensors"] = _unique(tensors)
+    if missing:
+        fields["horovod.stall.missing_ranks"] = sorted(set(missing))
+    if ready:
+        fields["horovod.stall.ready_ranks"] = sorted(set(ready))
+    return fields
+
+
+class StallBlock:
+    """The lines of one stall warning, turned into the ``horovod.stall.*`` fields."""
+
+    __slots__ = ("lines", "seconds")
+
+    def __init__(self, first: str, seconds: float | None) -> None:
+        self.lines = [first]
+        self.seconds = seconds
+
+    def add(self, line: str) -> None:
+        """Append a continuation line."""
+        self.lines.append(line)
+
+    def fields(self, size: int | None) -> dict[str, Any]:
+        """Flat fields of the event (message = the whole warning, one line per line)."""
+        fields: dict[str, Any] = {
+            "message": "\n".join(self.lines),
+            "event.action": "stall",
+            "horovod.stall.source": "inspector",
+            "horovod.stall.shutdown": False,
+        }
+        if self.seconds is not None:
+            fields["horovod.stall.seconds"] = self.seconds
+        tensors: list[str] = []
+        missing: list[int] = []
+        marked: list[int] = []
+        for line in self.lines[1:]:
+            rank = _RANK.match(line)
+            if rank is not None:
+                missing.append(rank["@metadata.hvd.stall_rank"])
+                if "@metadata.hvd.stall_mark" in rank:
+                    marked.append(rank["@metadata.hvd.stall_rank"])
+                names = rank["@metadata.hvd.stall_tensors"]
+                names = names.removesuffix(_TRUNCATED)
+                tensors.extend(name for name in names.split(", ") if name)
+            elif _SHUTDOWN.regex.match(line):
+                fields["horovod.stall.shutdown"] = True
+        if missing:
+            fields["horovod.stall.missing_ranks"] = sorted(set(missing))
+            fields["horovod.stall.tensors"] = _unique(tensors)
+            if marked:
+                fields["horovod.stall.shutdown_ranks"] = sorted(set(marked))
+        else:
+            fields.update(stall_op_fields(fields["message"], size))
+        return fields
