@@ -16,6 +16,7 @@ from hvdlog import __version__
 #: command name -> "module:attribute" of its click command. Adding a command is one line.
 COMMANDS: dict[str, str] = {
     "parse": "hvdlog.cli.parse:parse",
+    "setup": "hvdlog.cli.setup:setup",
 }
 
 
