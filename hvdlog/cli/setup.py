@@ -1,0 +1,124 @@
+"""``hvdlog setup``: install templates, ILM, data streams and Kibana objects; safe to re-run.
+
+Progress goes to stderr, one line per object (created / updated / unchanged / skipped).
+Exit codes: 0 done (a skipped step, such as ILM on a cluster without it, is a warning),
+2 an error the message explains (unreachable, 401/403, not version 8, bad option).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from hvdlog.elastic import templates
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["setup"]
+
+_ENV = "HVDLOG_{}"
+_MARKS = {"created": ("+", "green"), "updated": ("~", "yellow"), "unchanged": ("=", "dim"), "skipped": ("!", "yellow")}
+
+
+def _check_password(username: str | None, password: str | None, service: str) -> None:
+    """A basic-auth user needs a real password; docker-elk's ``changeme`` is refused."""
+    if username and (not password or password == "changeme"):
+        raise click.UsageError(f"{service} user {username!r} needs a password other than empty or 'changeme'.")
+
+
+@click.command()
+@click.option("--es", "es_url", required=True, envvar=_ENV.format("ES_URL"), show_envvar=True, help="Elasticsearch URL, e.g. https://es:9200.")
+@click.option("--kibana", "kibana_url", envvar=_ENV.format("KIBANA_URL"), show_envvar=True, help="Kibana URL; without it the Kibana objects are not imported.")
+@click.option("--namespace", default=templates.DEFAULT_NAMESPACE, show_default=True, help="Data stream namespace: logs-horovod.<source>-<namespace>.")
+@click.option("--replicas", type=click.IntRange(min=0), default=templates.DEFAULT_REPLICAS, show_default=True, help="Replicas per shard (0 on a single node).")
+@click.option("--retention-days", type=click.IntRange(min=1), default=templates.DEFAULT_RETENTION_DAYS, show_default=True, help="ILM deletes data this many days after rollover.")
+@click.option("--es-username", envvar=_ENV.format("ES_USERNAME"), show_envvar=True, help="Basic-auth user for Elasticsearch.")
+@click.option("--es-password", envvar=_ENV.format("ES_PASSWORD"), show_envvar=True, help="Its password (prefer the variable: flags show in `ps`).")
+@click.option("--es-api-key", envvar=_ENV.format("ES_API_KEY"), show_envvar=True, help="Encoded API key for Elasticsearch, instead of a user.")
+@click.option("--kibana-username", envvar=_ENV.format("KIBANA_USERNAME"), show_envvar=True, help="Kibana user (default: the Elasticsearch one).")
+@click.option("--kibana-password", envvar=_ENV.format("KIBANA_PASSWORD"), show_envvar=True, help="Its password.")
+@click.option("--kibana-api-key", envvar=_ENV.format("KIBANA_API_KEY"), show_envvar=True, help="Encoded API key for Kibana.")
+@click.option("--ca-certs", type=click.Path(exists=True, dir_okay=False), envvar=_ENV.format("CA_CERTS"), show_envvar=True, help="CA bundle for HTTPS to both.")
+@click.option("--kibana-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="Seconds to wait for Kibana to be available.")
+def setup(
+    es_url: str,
+    kibana_url: str | None,
+    namespace: str,
+    replicas: int,
+    retention_days: int,
+    es_username: str | None,
+    es_password: str | None,
+    es_api_key: str | None,
+    kibana_username: str | None,
+    kibana_password: str | None,
+    kibana_api_key: str | None,
+    ca_certs: str | None,
+    kibana_timeout: float,
+) -> None:
+    """Install hvdlog's Elasticsearch templates, ILM policy and data streams, and its Kibana objects."""
+    from rich.console import Console
+
+    from hvdlog.elastic.install import SetupError
+
+    try:
+        templates.validate_namespace(namespace)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--namespace") from exc
+    _check_password(es_username, es_password, "Elasticsearch")
+    if not (kibana_username or kibana_api_key):
+        kibana_username, kibana_password, kibana_api_key = es_username, es_password, es_api_key
+    _check_password(kibana_username, kibana_password, "Kibana")
+
+    console = Console(stderr=True, highlight=False)
+    try:
+        counts = _install_elasticsearch(console, es_url, namespace, replicas, retention_days, es_username, es_password, es_api_key, ca_certs)
+        if kibana_url:
+            _import_kibana(console, kibana_url, kibana_username, kibana_password, kibana_api_key, ca_certs, kibana_timeout)
+    except SetupError as exc:
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        raise SystemExit(2) from None
+    summary = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
+    console.print(f"[bold]done[/bold]: {summary}" + ("" if kibana_url else " (no --kibana: Kibana objects not imported)"), soft_wrap=True)
+
+
+def _install_elasticsearch(
+    console: Console, url: str, namespace: str, replicas: int, retention_days: int,
+    username: str | None, password: str | None, api_key: str | None, ca_certs: str | None,
+) -> dict[str, int]:
+    """Run the installer, printing one line per step; return the count per outcome."""
+    from elasticsearch import Elasticsearch
+
+    from hvdlog.elastic.install import ElasticsearchInstaller
+
+    auth: dict[str, object] = {"api_key": api_key} if api_key else {"basic_auth": (username, password or "")} if username else {}
+    client = Elasticsearch(url, ca_certs=ca_certs, request_timeout=30, max_retries=1, **auth)
+    counts = dict.fromkeys(_MARKS, 0)
+    try:
+        installer = ElasticsearchInstaller(client, url)
+        console.print(f"Elasticsearch {installer.version()} at {url}")
+        for step in installer.install(namespace, replicas, retention_days):
+            mark, colour = _MARKS[step.outcome]
+            note = f" - {step.note}" if step.note else ""
+            console.print(f"  [{colour}]{mark} {step.what}: {step.outcome}[/{colour}]{note}", soft_wrap=True)
+            counts[step.outcome] += 1
+    finally:
+        client.close()
+    return counts
+
+
+def _import_kibana(
+    console: Console, url: str, username: str | None, password: str | None, api_key: str | None,
+    ca_certs: str | None, timeout: float,
+) -> None:
+    """Wait for Kibana, then import the committed saved objects."""
+    from hvdlog.elastic import kibana
+    from hvdlog.elastic.kibana_api import KibanaClient
+
+    client = KibanaClient(url, username=username, password=password, api_key=api_key, ca_certs=ca_certs)
+    with console.status(f"waiting for Kibana at {url} to be available") as status:
+        version = client.wait_available(timeout, lambda last: status.update(f"waiting for Kibana at {url} ({last})"))
+    console.print(f"Kibana {version} at {url}")
+    count = client.import_objects(kibana.to_ndjson())
+    console.print(f"  [green]+ {count} saved objects imported[/green] (overwritten in place by id: data view, searches, charts, dashboard)")

@@ -1,0 +1,222 @@
+"""Put the ILM policy, templates and data streams on an Elasticsearch 8 cluster, idempotently.
+
+Each object is read first and written only when it differs from what we would write, so
+a second run reports ``unchanged`` for everything and changes nothing. Clusters without
+ILM (or without the data stream API) get everything else plus a ``skipped`` step that
+says what is missing: indexing works there, retention does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from hvdlog.elastic import templates
+from hvdlog.fields import DATASETS
+
+if TYPE_CHECKING:
+    from elasticsearch import Elasticsearch
+
+__all__ = ["ElasticsearchInstaller", "Outcome", "SetupError", "Step", "es_errors"]
+
+Outcome = Literal["created", "updated", "unchanged", "skipped"]
+
+#: Privileges the installing user needs; named in the 403 message.
+_PRIVILEGES = "cluster privileges manage_index_templates and manage_ilm, and create_index on logs-horovod.*-*"
+
+
+class SetupError(Exception):
+    """A failure the user can fix; the message is one sentence saying what to check."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What happened to one object."""
+
+    what: str
+    outcome: Outcome
+    note: str = ""
+
+
+def _reason(exc: Exception) -> str:
+    """The server's own reason from an ApiError body, else the exception text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping):
+            return str(error.get("reason") or error.get("type") or error)
+        if error:
+            return str(error)
+    return str(getattr(exc, "message", None) or exc)
+
+
+@contextmanager
+def es_errors(url: str, doing: str) -> Iterator[None]:
+    """Turn client exceptions into :class:`SetupError` sentences (never showing credentials)."""
+    import elastic_transport
+    import elasticsearch
+
+    try:
+        yield
+    except elasticsearch.AuthenticationException as exc:
+        raise SetupError(
+            f"Elasticsearch at {url} rejected the credentials (401) while {doing}: check --es-username/--es-password"
+            " or --es-api-key (or HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD/HVDLOG_ES_API_KEY)."
+        ) from exc
+    except elasticsearch.AuthorizationException as exc:
+        raise SetupError(
+            f"Elasticsearch at {url} refused {doing} (403: {_reason(exc)}): the user needs {_PRIVILEGES}."
+        ) from exc
+    except elasticsearch.UnsupportedProductError as exc:
+        raise SetupError(f"the server at {url} is not an Elasticsearch 8 that the client accepts ({exc}); hvdlog needs 8.x.") from exc
+    except elastic_transport.TlsError as exc:
+        raise SetupError(f"TLS with Elasticsearch at {url} failed ({exc}): pass its CA with --ca-certs.") from exc
+    except elastic_transport.ConnectionError as exc:
+        raise SetupError(
+            f"cannot reach Elasticsearch at {url}: is it running, and are the scheme, host and port right? ({exc.message})"
+        ) from exc
+    except elasticsearch.ApiError as exc:
+        raise SetupError(f"Elasticsearch at {url} refused {doing} ({exc.meta.status}: {_reason(exc)}).") from exc
+
+
+def _missing_api(exc: Exception) -> bool:
+    """True when the REST endpoint itself does not exist (module not installed), not the object."""
+    reason = _reason(exc)
+    return "no handler found" in reason or "Incorrect HTTP method" in reason
+
+
+def _flat_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """``{"index": {"number_of_replicas": 0}}`` and ``{"number_of_replicas": "0"}`` both -> ``{"index.number_of_replicas": "0"}``."""
+    flat: dict[str, str] = {}
+    for key, value in settings.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flat_settings(value, f"{name}."))
+        else:
+            flat[name if name.startswith("index.") else f"index.{name}"] = str(value).lower() if isinstance(value, bool) else str(value)
+    return flat
+
+
+def _canonical(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body with its settings flattened, so stored and desired compare equal when they mean the same."""
+    result = dict(body)
+    template = result.get("template")
+    if isinstance(template, Mapping) and "settings" in template:
+        result["template"] = {**template, "settings": _flat_settings(template["settings"])}
+    return result
+
+
+class ElasticsearchInstaller:
+    """Installs our objects through one elasticsearch-py 8 client; every call maps errors to sentences."""
+
+    def __init__(self, client: Elasticsearch, url: str) -> None:
+        self.client = client
+        self.url = url
+
+    def _request(self, method: str, path: str, doing: str, body: Any = None, ok: tuple[int, ...] = ()) -> tuple[int, Any]:
+        """One REST call; statuses in ``ok`` come back instead of raising."""
+        import elasticsearch
+
+        headers = {"accept": "application/json"}
+        if body is not None:
+            headers["content-type"] = "application/json"
+        with es_errors(self.url, doing):
+            try:
+                response = self.client.perform_request(method, path, headers=headers, body=body)
+            except elasticsearch.ApiError as exc:
+                if exc.meta.status in ok:
+                    return exc.meta.status, exc.body
+                raise
+        return response.meta.status, response.body
+
+    def version(self) -> str:
+        """The node's version; anything but 8.x is refused (``GET /`` may be absent, so ask the nodes API)."""
+        _, body = self._request("GET", "/_nodes/_local?filter_path=nodes.*.version", "reading the version")
+        versions = [node.get("version", "") for node in (body or {}).get("nodes", {}).values()]
+        if not versions:
+            raise SetupError(f"Elasticsearch at {self.url} did not report its version; is this an Elasticsearch node?")
+        version = versions[0]
+        if not version.startswith("8."):
+            raise SetupError(f"Elasticsearch at {self.url} is version {version}; hvdlog's templates and client need 8.x.")
+        return version
+
+    def ilm_available(self) -> bool:
+        """Whether the ILM API exists here (it does not in an OSS-like or integ-test build)."""
+        status, body = self._request("GET", f"/_ilm/policy/{templates.ILM_POLICY}", "reading the ILM policy", ok=(400, 404, 405))
+        if status in (400, 405):
+            return False
+        if status == 404:
+            error = body.get("error") if isinstance(body, Mapping) else None
+            return isinstance(error, Mapping) and error.get("type") == "resource_not_found_exception"
+        return True
+
+    def _put_if_changed(
+        self, what: str, path: str, desired: dict[str, Any], current: Callable[[Any], Any]
+    ) -> Step:
+        """GET ``path``; PUT ``desired`` only when the stored object differs (compared canonically)."""
+        status, body = self._request("GET", path, f"reading {what}", ok=(404,))
+        stored = current(body) if status == 200 else None
+        if stored is not None and _canonical(stored) == _canonical(desired):
+            return Step(what, "unchanged")
+        self._request("PUT", path, f"writing {what}", body=desired)
+        return Step(what, "created" if stored is None else "updated")
+
+    def install(
+        self,
+        namespace: str = templates.DEFAULT_NAMESPACE,
+        replicas: int = templates.DEFAULT_REPLICAS,
+        retention_days: int = templates.DEFAULT_RETENTION_DAYS,
+    ) -> Iterator[Step]:
+        """Yield one :class:`Step` per object, in dependency order: policy, components, template, streams."""
+        templates.validate_namespace(namespace)
+        has_ilm = self.ilm_available()
+        policy_what = f"ILM policy {templates.ILM_POLICY}"
+        if has_ilm:
+            yield self._put_if_changed(
+                policy_what,
+                f"/_ilm/policy/{templates.ILM_POLICY}",
+                templates.ilm_policy(retention_days),
+                lambda body: {"policy": body[templates.ILM_POLICY]["policy"]},
+            )
+        else:
+            yield Step(policy_what, "skipped", f"this Elasticsearch has no ILM API: nothing deletes data after {retention_days} days")
+        for name, body in templates.component_templates(replicas).items():
+            what = f"component template {name}"
+            if name == templates.COMPONENT_LIFECYCLE and not has_ilm:
+                yield Step(what, "skipped", "needs ILM (index.lifecycle.name is unknown without it)")
+                continue
+            yield self._put_if_changed(
+                what, f"/_component_template/{name}", body, lambda stored: stored["component_templates"][0]["component_template"]
+            )
+        yield self._put_if_changed(
+            f"index template {templates.INDEX_TEMPLATE}",
+            f"/_index_template/{templates.INDEX_TEMPLATE}",
+            templates.index_template(),
+            lambda stored: stored["index_templates"][0]["index_template"],
+        )
+        for dataset in DATASETS:
+            yield self._data_stream(templates.data_stream_name(dataset, namespace))
+
+    def _data_stream(self, name: str) -> Step:
+        """Create the data stream unless it exists; a same-named plain index is an error."""
+        what = f"data stream {name}"
+        status, body = self._request("GET", f"/_resolve/index/{name}", f"looking up {what}", ok=(404,))
+        if status == 200:
+            if any(stream.get("name") == name for stream in body.get("data_streams", [])):
+                return Step(what, "unchanged")
+            raise SetupError(
+                f"{name} exists on {self.url} but is not a data stream (it was created before the template):"
+                " reindex or delete it, then run hvdlog setup again."
+            )
+        import elasticsearch
+
+        try:
+            with es_errors(self.url, f"creating {what}"):
+                self.client.perform_request("PUT", f"/_data_stream/{name}", headers={"accept": "application/json"})
+        except SetupError as exc:
+            if isinstance(exc.__cause__, elasticsearch.ApiError) and _missing_api(exc.__cause__):
+                return Step(what, "skipped", "no data stream API here: the first write creates it from the template")
+            raise
+        return Step(what, "created")

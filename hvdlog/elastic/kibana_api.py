@@ -1,0 +1,111 @@
+"""The two Kibana calls ``hvdlog setup`` needs: wait for "available", then import saved objects.
+
+Kibana answers 503 or refuses connections while it starts or migrates, so waiting means
+polling ``GET /api/status`` until its overall level is ``available``, up to a timeout.
+Write calls need the ``kbn-xsrf`` header; the import is a multipart upload whose file
+name must end in ``.ndjson``. urllib3 is already installed with the Elasticsearch client.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from hvdlog.elastic.install import SetupError
+
+__all__ = ["IMPORT_PATH", "STATUS_PATH", "KibanaClient"]
+
+STATUS_PATH: Final = "/api/status"
+IMPORT_PATH: Final = "/api/saved_objects/_import?overwrite=true"
+_POLL_S: Final = 2.0
+
+
+class KibanaClient:
+    """A minimal Kibana 8 HTTP client; credentials go in a header and are never shown."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        api_key: str | None = None,
+        ca_certs: str | None = None,
+        request_timeout: float = 30.0,
+    ) -> None:
+        import urllib3
+
+        self.url = url.rstrip("/")
+        self.headers = {"kbn-xsrf": "hvdlog", "accept": "application/json"}
+        if api_key:
+            self.headers["authorization"] = f"ApiKey {api_key}"
+        elif username:
+            token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
+            self.headers["authorization"] = f"Basic {token}"
+        self.http = urllib3.PoolManager(
+            ca_certs=ca_certs, timeout=urllib3.Timeout(total=request_timeout), retries=urllib3.Retry(0, redirect=3)
+        )
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        """One request; connection failures raise urllib3's HTTPError, HTTP errors come back as status."""
+        response = self.http.request(method, self.url + path, headers=self.headers, **kwargs)
+        try:
+            body = json.loads(response.data or b"null")
+        except ValueError:
+            body = response.data.decode(errors="replace")[:200]
+        if response.status == 401:
+            raise SetupError(
+                f"Kibana at {self.url} rejected the credentials (401): check --kibana-username/--kibana-password"
+                " or --kibana-api-key (or HVDLOG_KIBANA_*; the Elasticsearch ones are used when these are unset)."
+            )
+        if response.status == 403:
+            raise SetupError(f"Kibana at {self.url} refused {method} {path.split('?')[0]} (403): the user needs write access to saved objects.")
+        return response.status, body
+
+    def wait_available(self, timeout_s: float, on_wait: Callable[[str], None] | None = None) -> str:
+        """Poll the status API until Kibana is available; return its version, refuse anything but 8.x."""
+        import urllib3
+
+        deadline = time.monotonic() + timeout_s
+        last = "no answer yet"
+        while True:
+            try:
+                status, body = self._send("GET", STATUS_PATH)
+                level = body.get("status", {}).get("overall", {}).get("level") if isinstance(body, dict) else None
+                if status == 200 and level == "available":
+                    return self._check_version(body)
+                last = f"HTTP {status}, level {level or 'unknown'}"
+            except urllib3.exceptions.HTTPError as exc:
+                last = f"{type(exc).__name__}: {getattr(exc, 'reason', None) or exc}"
+            if time.monotonic() >= deadline:
+                raise SetupError(
+                    f"cannot reach Kibana at {self.url} as available within {timeout_s:.0f} s ({last}):"
+                    " is it running, and are the scheme, host and port right? (--kibana-timeout waits longer)"
+                )
+            if on_wait is not None:
+                on_wait(last)
+            time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
+
+    def _check_version(self, status_body: dict[str, Any]) -> str:
+        version = str(status_body.get("version", {}).get("number", ""))
+        if not version.startswith("8."):
+            raise SetupError(f"Kibana at {self.url} is version {version or 'unknown'}; hvdlog's saved objects target 8.x (8.19).")
+        return version
+
+    def import_objects(self, ndjson: str, filename: str = "hvdlog.ndjson") -> int:
+        """Import (overwriting by id, so re-runs replace in place); return how many objects Kibana took."""
+        import urllib3
+
+        try:
+            status, body = self._send("POST", IMPORT_PATH, fields={"file": (filename, ndjson.encode(), "application/ndjson")})
+        except urllib3.exceptions.HTTPError as exc:
+            raise SetupError(f"Kibana at {self.url} stopped answering during the import ({exc}).") from exc
+        if status != 200 or not isinstance(body, dict):
+            raise SetupError(f"Kibana at {self.url} refused the saved-object import (HTTP {status}: {body}).")
+        if not body.get("success"):
+            problems = "; ".join(f"{e.get('type')} {e.get('id')}: {e.get('error', {}).get('type')}" for e in body.get("errors", []))
+            raise SetupError(f"Kibana imported {body.get('successCount', 0)} objects but failed on: {problems or body}.")
+        return int(body.get("successCount", 0))
