@@ -1,0 +1,248 @@
+"""``hvdlog.configure()``: the one setup call a training script makes.
+
+It decides everything once — file path, static fields, level filter, console sink,
+hooks, native capture, watchdog — so each log call runs a fixed, lean path. Bad
+settings raise here with a plain sentence, never at log time. Callable before and
+after ``hvd.init()``; calling it again replaces the previous configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from hvdlog import _rank, layout
+from hvdlog.capture import NativeCapture
+from hvdlog.fields import LEVELS
+from hvdlog.hooks import Hooks
+from hvdlog.processors import EcsJsonRenderer
+from hvdlog.secrets import Redactor, secret_values
+from hvdlog.watchdog import StallWatchdog
+from hvdlog.writer import RankFileWriter
+
+__all__ = ["Configuration", "configure", "default_job_id", "get_logger", "refresh_rank", "shutdown"]
+
+_STRUCTLOG_LEVELS = {"trace": 5, "debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+
+_JOB_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass
+class Configuration:
+    """What :func:`configure` set up; returned so tests and tools can look."""
+
+    path: Path
+    job: str
+    host: str
+    level: str
+    static: dict[str, Any]
+    writer: RankFileWriter
+    renderer: EcsJsonRenderer
+    hooks: Hooks | None = None
+    capture: NativeCapture | None = None
+    watchdog: StallWatchdog | None = None
+    extra_cleanup: list[Any] = field(default_factory=list)
+
+    def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
+        """Log one event outside structlog (hooks, watchdog): same renderer, same file."""
+        if _STRUCTLOG_LEVELS[level] >= _STRUCTLOG_LEVELS[self.level]:
+            self.writer.write(self.renderer.render(level, message, fields))
+
+
+_current: Configuration | None = None
+
+# One renderer and one writer per process, re-pointed by each configure(): structlog
+# caches bound loggers on first use, and those must follow a reconfiguration.
+_WRITER = RankFileWriter()
+_RENDERER = EcsJsonRenderer({})
+
+
+def default_job_id(env: dict[str, str] | None = None, script: str | None = None) -> str:
+    """A job id every rank of one launch agrees on without talking to the others.
+
+    ``HVDLOG_JOB`` wins; else the scheduler's or launcher's job id (Slurm, PMIx/Open MPI,
+    the Gloo rendezvous port); else the script name and the start minute.
+    """
+    env = dict(os.environ) if env is None else env
+    if env.get("HVDLOG_JOB"):
+        return _JOB_SAFE.sub("-", env["HVDLOG_JOB"])
+    stem = Path(script or (sys.argv[0] if sys.argv and sys.argv[0] else "python")).stem or "python"
+    for key in ("SLURM_JOB_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "HOROVOD_GLOO_RENDEZVOUS_PORT"):
+        if env.get(key):
+            return _JOB_SAFE.sub("-", f"{stem}-{time.strftime('%Y%m%d')}-{env[key]}")
+    return _JOB_SAFE.sub("-", f"{stem}-{time.strftime('%Y%m%d-%H%M')}")
+
+
+def _rank_info() -> _rank.RankInfo:
+    return _rank.from_horovod() or _rank.from_environment()
+
+
+def _console_sink(fd: int):  # noqa: ANN202 - a closure over the console fd
+    """A short human line per event, for a person watching rank 0's terminal."""
+
+    def write(event: dict[str, Any]) -> None:
+        step = event.get("step")
+        where = f"rank {event.get('rank')}" + (f" step {step}" if step is not None else "")
+        line = f"{event['@timestamp'][11:23]} {event['log.level'].upper():8} [{where}] {event['message']}\n"
+        try:
+            os.write(fd, line.encode(errors="replace"))
+        except OSError:
+            pass
+
+    return write
+
+
+def configure(
+    *,
+    root: str | os.PathLike[str] | None = None,
+    job: str | None = None,
+    level: str = "info",
+    console: bool | None = None,
+    capture_native: bool = True,
+    max_bytes: int = 100 * 1024 * 1024,
+    backups: int = 5,
+    stall_after: float | None = 60.0,
+    stall_repeat: float | None = None,
+    install_hooks: bool = True,
+    redact: bool = True,
+) -> Configuration:
+    """Set up rank-aware JSON logging for this process.
+
+    Args:
+        root: directory for all jobs' logs (``HVDLOG_ROOT``, else ``./hvdlog-logs``).
+        job: job id (``HVDLOG_JOB``, else derived, see :func:`default_job_id`).
+        level: least severe level written: trace, debug, info, warning, error, critical.
+            Loggers structlog already cached keep the level they were first used with.
+        console: also print short human lines on the terminal; default: rank 0 only.
+        capture_native: keep fds 1 and 2 (Horovod's C++ output) in per-rank files.
+        max_bytes, backups: size-based rotation of each file (0 disables).
+        stall_after: seconds without progress before a stall event (None disables).
+        stall_repeat: seconds between repeated stall events (default: stall_after).
+        install_hooks: route stdlib logging, warnings, uncaught exceptions and SIGTERM here.
+        redact: replace values of secret-looking environment variables.
+
+    .. versionadded:: 0.1.0
+    """
+    global _current  # noqa: PLW0603 - one process, one logging configuration
+    level = level.lower()
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}: use one of {', '.join(LEVELS)}")
+    if stall_after is not None and stall_after <= 0:
+        raise ValueError("stall_after must be a positive number of seconds, or None to disable the watchdog")
+    if max_bytes < 0 or backups < 0:
+        raise ValueError("max_bytes and backups must be zero or positive")
+    shutdown()
+
+    info = _rank_info()
+    host = socket.gethostname()
+    job_id = _JOB_SAFE.sub("-", job) if job else default_job_id()
+    root_dir = Path(root or os.environ.get("HVDLOG_ROOT") or layout.DEFAULT_ROOT)
+    rank_for_path = info.rank if info.rank is not None else f"unknown-pid{os.getpid()}"
+    path = layout.rank_file(root_dir, job_id, host, rank_for_path)  # type: ignore[arg-type]
+
+    capture = None
+    if capture_native:
+        capture = NativeCapture(
+            layout.rank_file(root_dir, job_id, host, rank_for_path, "stdout"),  # type: ignore[arg-type]
+            layout.rank_file(root_dir, job_id, host, rank_for_path, "stderr"),  # type: ignore[arg-type]
+            max_bytes=max_bytes,
+            backups=backups,
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        capture.start()
+
+    static = {
+        "host.name": host,
+        "process.pid": os.getpid(),
+        "job": job_id,
+        "event.dataset": "horovod.app",
+        **info.as_fields(),
+    }
+    show_console = (info.rank in (0, None)) if console is None else console
+    console_fd = capture.console_fd(2) if capture else 2
+    redactor = Redactor(secret_values()) if redact else None
+    renderer = _RENDERER
+    renderer.reset(static, redactor, _console_sink(console_fd) if show_console else None)
+    writer = _WRITER
+    writer.open(path, max_bytes=max_bytes, backups=backups)
+
+    structlog.configure(
+        processors=[renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(_STRUCTLOG_LEVELS[level]),
+        logger_factory=lambda *args: writer,
+        cache_logger_on_first_use=True,
+    )
+    config = Configuration(path=path, job=job_id, host=host, level=level, static=static, writer=writer, renderer=renderer, capture=capture)
+    if install_hooks:
+        config.hooks = Hooks(config.emit, max(_STRUCTLOG_LEVELS[level], logging.DEBUG))
+        config.hooks.install()
+    _patch_horovod_init()
+    if stall_after is not None:
+        config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
+        config.watchdog.on_tick = refresh_rank
+        config.watchdog.start()
+    _current = config
+    return config
+
+
+def refresh_rank() -> None:
+    """Re-read rank/size from Horovod (after ``hvd.init()`` or an elastic reset).
+
+    Called by the patched ``hvd.init`` and by the watchdog every tick, so the fields stay
+    true without a check on the hot path. The file path keeps the rank at configure time.
+    """
+    config = _current
+    if config is None:
+        return
+    info = _rank.from_horovod()
+    if info is None:
+        return
+    fields = info.as_fields()
+    if any(config.static.get(key) != value for key, value in fields.items()):
+        config.static.update(fields)
+
+
+def _patch_horovod_init() -> None:
+    """Wrap ``horovod.torch.init`` (if imported) so rank fields update right after init."""
+    hvd = sys.modules.get("horovod.torch")
+    if hvd is None or getattr(hvd.init, "_hvdlog_wrapped", False):
+        return
+    original = hvd.init
+
+    def init(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        refresh_rank()
+        return result
+
+    init._hvdlog_wrapped = True  # type: ignore[attr-defined]
+    hvd.init = init
+
+
+def get_logger(*args: Any, **initial: Any) -> Any:
+    """A structlog bound logger writing through the configured pipeline."""
+    return structlog.get_logger(*args, **initial)
+
+
+def shutdown() -> None:
+    """Stop the watchdog, remove hooks, restore fds and close files (idempotent)."""
+    global _current  # noqa: PLW0603
+    config, _current = _current, None
+    if config is None:
+        return
+    if config.watchdog is not None:
+        config.watchdog.stop()
+    if config.hooks is not None:
+        config.hooks.uninstall()
+    if config.capture is not None:
+        config.capture.stop()
+    structlog.reset_defaults()
+    config.writer.close()

@@ -1,0 +1,157 @@
+"""hvdlog.configure() in real processes: files, hooks, crashes, signals, native capture."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+
+import hvdlog
+from hvdlog import layout
+
+RANK_ENV = {"HOROVOD_RANK": "1", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_SIZE": "2"}
+
+
+def run_script(tmp_path: Path, body: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    """Run `body` after configure(root=tmp_path/logs, job="t") in a fresh interpreter."""
+    script = "import hvdlog, os, sys, time, logging, warnings, signal\n"
+    script += f"config = hvdlog.configure(root={str(tmp_path / 'logs')!r}, job='t', stall_after=None)\n"
+    script += "log = hvdlog.get_logger()\n" + textwrap.dedent(body)
+    full_env = {**os.environ, **RANK_ENV, **(env or {})}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=timeout, env=full_env, check=False)
+
+
+def events(tmp_path: Path, rank: int = 1) -> list[dict]:
+    path = next((tmp_path / "logs" / "t").glob(f"*/rank-{rank}.jsonl"))
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def native(tmp_path: Path, kind: str, rank: int = 1) -> bytes:
+    return next((tmp_path / "logs" / "t").glob(f"*/rank-{rank}.{layout.KINDS[kind]}")).read_bytes()
+
+
+class TestConfigure:
+    def test_path_encodes_job_host_rank(self, tmp_path: Path) -> None:
+        """The JSON file sits at <root>/<job>/<host>/rank-<rank>.jsonl, rank from the launcher env."""
+        result = run_script(tmp_path, "log.info('hello')")
+        assert result.returncode == 0, result.stderr
+        (path,) = (tmp_path / "logs").rglob("*.jsonl")
+        parsed = layout.parse_path(path)
+        assert parsed is not None and (parsed.job, parsed.rank, parsed.kind) == ("t", 1, "events")
+        (event,) = events(tmp_path)
+        assert (event["rank"], event["local_rank"], event["size"], event["local_size"]) == (1, 1, 4, 2)
+        assert event["host.name"] == parsed.host and event["job"] == "t"
+
+    def test_bad_settings_fail_at_configure(self, tmp_path: Path) -> None:
+        """A wrong level or threshold raises with a sentence naming the fix."""
+        with pytest.raises(ValueError, match="unknown level 'verbose': use one of trace, debug"):
+            hvdlog.configure(root=tmp_path, level="verbose")
+        with pytest.raises(ValueError, match="stall_after must be a positive"):
+            hvdlog.configure(root=tmp_path, stall_after=0)
+
+    def test_level_filter(self, tmp_path: Path) -> None:
+        """Below the configured level nothing is written, from structlog or stdlib."""
+        body = """
+        hvdlog.configure(root=config.path.parents[2], job='t', level='warning', stall_after=None)
+        log = hvdlog.get_logger()
+        log.info('dropped'); log.debug('dropped'); log.warning('kept')
+        logging.getLogger('lib').info('dropped'); logging.getLogger('lib').error('kept too')
+        """
+        assert run_script(tmp_path, body).returncode == 0
+        assert [e["message"] for e in events(tmp_path)] == ["kept", "kept too"]
+
+    def test_stdlib_and_warnings_join_the_stream(self, tmp_path: Path) -> None:
+        """stdlib logging and warnings carry the same fields, step included."""
+        body = """
+        with hvdlog.step(12, epoch=3):
+            logging.getLogger('torch.lib').warning('from a library %d', 5)
+            warnings.warn('old api', DeprecationWarning, stacklevel=1)
+        """
+        result = run_script(tmp_path, body)
+        assert result.returncode == 0, result.stderr
+        lib, warn = events(tmp_path)
+        assert (lib["message"], lib["log.logger"], lib["step"], lib["epoch"], lib["rank"]) == ("from a library 5", "torch.lib", 12, 3, 1)
+        assert warn["log.logger"] == "py.warnings" and "DeprecationWarning: old api" in warn["message"] and warn["step"] == 12
+
+    def test_job_from_environment(self, tmp_path: Path) -> None:
+        """Without job=, HVDLOG_JOB names the job, made path-safe."""
+        assert hvdlog.default_job_id({"HVDLOG_JOB": "my job/1"}) == "my-job-1"
+        assert hvdlog.default_job_id({"SLURM_JOB_ID": "991"}, script="train.py").endswith("-991")
+
+
+class TestCrashesAndSignals:
+    def test_uncaught_exception_is_logged(self, tmp_path: Path) -> None:
+        """An uncaught exception is written with error.* before the process exits 1."""
+        result = run_script(tmp_path, "with hvdlog.step(4):\n    raise RuntimeError('bad batch')")
+        assert result.returncode == 1
+        (event,) = events(tmp_path)
+        assert event["event.action"] == "uncaught_exception" and event["log.level"] == "critical"
+        assert (event["error.type"], event["error.message"], event["step"]) == ("RuntimeError", "bad batch", 4)
+        assert event["error.stack_trace"].startswith("Traceback (most recent call last):") and "RuntimeError: bad batch" in event["error.stack_trace"]
+        assert b"RuntimeError: bad batch" in native(tmp_path, "stderr")  # Python's own traceback too
+
+    def test_sigterm_is_logged_then_kills(self, tmp_path: Path) -> None:
+        """SIGTERM leaves a `signal` event and the process still dies of SIGTERM."""
+        result = run_script(tmp_path, "log.info('up'); os.kill(os.getpid(), signal.SIGTERM); time.sleep(5); log.info('never')")
+        assert result.returncode == -signal.SIGTERM
+        up, term = events(tmp_path)
+        assert (term["event.action"], term["event.reason"], term["log.level"]) == ("signal", "SIGTERM", "warning")
+
+    def test_sigkill_loses_no_logged_line(self, tmp_path: Path) -> None:
+        """Every line logged before SIGKILL is on disk, JSON and native output alike."""
+        body = """
+        for i in range(2000):
+            log.info('line', i=i)
+        os.write(1, b'native stdout before kill\\n'); os.write(2, b'native stderr before kill\\n')
+        os.kill(os.getpid(), signal.SIGKILL)
+        """
+        result = run_script(tmp_path, body)
+        assert result.returncode == -signal.SIGKILL
+        assert [e["extra"]["i"] for e in events(tmp_path)] == list(range(2000))
+        assert native(tmp_path, "stdout") == b"native stdout before kill\n"
+        assert native(tmp_path, "stderr") == b"native stderr before kill\n"
+        assert b"native stdout before kill" in result.stdout  # the console still saw it
+
+
+class TestNativeCapture:
+    def test_fd_level_output_is_teed(self, tmp_path: Path) -> None:
+        """Writes to fds 1 and 2 (as Horovod's C++ core does) land in files and on the console."""
+        body = """
+        import ctypes
+        libc = ctypes.CDLL(None)
+        libc.printf(b"from C stdout\\n"); libc.fflush(None)
+        os.write(2, b"[2026-11-29 12:00:00. 40025: W /src/x.cc:1] warn line\\n")
+        print('python print')
+        """
+        result = run_script(tmp_path, body)
+        assert result.returncode == 0, result.stderr
+        assert native(tmp_path, "stdout") == b"from C stdout\npython print\n"
+        assert native(tmp_path, "stderr") == b"[2026-11-29 12:00:00. 40025: W /src/x.cc:1] warn line\n"
+        assert b"python print" in result.stdout and b"warn line" in result.stderr
+
+    def test_secrets_redacted_in_native_output(self, tmp_path: Path) -> None:
+        """A secret printed by anything in the process is redacted in the capture file."""
+        secret = "s3cr3t-value-xyz"
+        body = f"""
+        os.write(1, b'env dump: HF_TOKEN={secret[:5]}')
+        time.sleep(0.01)
+        os.write(1, b'{secret[5:]} end\\n')
+        log.info('token is {secret}')
+        """
+        result = run_script(tmp_path, body, env={"HF_TOKEN": secret})
+        assert result.returncode == 0, result.stderr
+        assert native(tmp_path, "stdout") == b"env dump: HF_TOKEN=[REDACTED] end\n"
+        assert events(tmp_path)[0]["message"] == "token is [REDACTED]"
+
+
+def test_import_stays_light() -> None:
+    """`import hvdlog` loads neither the Elasticsearch client, click nor rich."""
+    code = "import sys, hvdlog; print(sorted({m.split('.')[0] for m in sys.modules} & {'elasticsearch', 'click', 'rich', 'elastic_transport'}))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,96 @@
+"""hvdlog.processors: the renderer that turns an event into one ECS JSON line."""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+
+import hvdlog
+from hvdlog.fields import FIELDS_BY_NAME
+from hvdlog.processors import EcsJsonRenderer, UtcClock, exception_fields, level_name
+from hvdlog.secrets import Redactor, secret_values
+
+STATIC = {"host.name": "node1", "process.pid": 42, "job": "j", "event.dataset": "horovod.app", "rank": 3, "local_rank": 1, "size": 8, "local_size": 2}
+
+
+def render(renderer: EcsJsonRenderer, method: str = "info", **fields: object) -> dict:
+    line = renderer(None, method, {"event": "hello", **fields})
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    return orjson.loads(line)
+
+
+class TestEcsJsonRenderer:
+    def test_contract_fields_present(self) -> None:
+        """Every event carries timestamp, level, message and the static rank fields."""
+        doc = render(EcsJsonRenderer(dict(STATIC)))
+        assert doc["log.level"] == "info" and doc["message"] == "hello"
+        assert {k: doc[k] for k in STATIC} == STATIC
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", doc["@timestamp"])
+
+    def test_every_key_is_declared(self) -> None:
+        """Keys outside the contract land under `extra`, never at the top level."""
+        doc = render(EcsJsonRenderer(dict(STATIC)), loss=0.5, batch_size=64, weird={"a": 1})
+        assert doc["loss"] == 0.5
+        assert doc["extra"] == {"batch_size": 64, "weird": {"a": 1}}
+        assert set(doc) <= set(FIELDS_BY_NAME)
+
+    def test_step_context(self) -> None:
+        """Inside hvdlog.step() events carry step and epoch; outside they do not."""
+        renderer = EcsJsonRenderer(dict(STATIC))
+        with hvdlog.step(7, epoch=1):
+            inside = render(renderer)
+        outside = render(renderer)
+        assert (inside["step"], inside["epoch"]) == (7, 1)
+        assert "step" not in outside
+
+    def test_exception_fields(self) -> None:
+        """exc_info=True adds error.type, error.message and the whole stack trace."""
+        try:
+            raise KeyError("missing")
+        except KeyError:
+            doc = render(EcsJsonRenderer(dict(STATIC)), "error", exc_info=True)
+        assert doc["error.type"] == "KeyError"
+        assert doc["error.message"] == "'missing'"
+        assert "Traceback (most recent call last)" in doc["error.stack_trace"]
+        assert "exc_info" not in doc and "extra" not in doc
+
+    def test_levels(self) -> None:
+        """structlog method names and stdlib names map onto the contract's levels."""
+        assert [level_name(n) for n in ("exception", "WARNING", "fatal", "msg", "CRITICAL")] == ["error", "warning", "critical", "info", "critical"]
+
+    def test_non_json_values(self) -> None:
+        """Values orjson cannot encode (tensors, paths) are rendered, not dropped."""
+        import torch
+
+        doc = render(EcsJsonRenderer(dict(STATIC)), loss=torch.tensor(0.25), path=__import__("pathlib").Path("/x"))
+        assert doc["loss"] == 0.25 and doc["extra"]["path"] == "/x"
+
+    def test_secrets_are_redacted(self) -> None:
+        """A secret env value never appears, even JSON-escaped inside a string."""
+        secret = 'p@ss"word\\42'
+        redactor = Redactor(secret_values({"DB_PASSWORD": secret, "HOME": "/home/someone"}))
+        line = EcsJsonRenderer(dict(STATIC), redactor)(None, "info", {"event": f"connect with {secret}", "dsn": secret})
+        assert b"word" not in line
+        assert orjson.loads(line)["extra"]["dsn"] == "[REDACTED]"
+
+
+class TestSecretValues:
+    def test_only_secret_looking_names(self) -> None:
+        """Names with TOKEN/KEY/PASSWORD/SECRET count; short or harmless values do not."""
+        env = {"HF_TOKEN": "hf_abcdef123", "AWS_SECRET_ACCESS_KEY": "abcdefgh", "PATH": "/usr/bin:/bin", "MY_KEY": "true", "API_KEY": "abc"}
+        assert secret_values(env) == ["hf_abcdef123", "abcdefgh"]
+
+
+class TestUtcClock:
+    def test_monotone_and_padded(self) -> None:
+        """Timestamps keep six digits of microseconds and never go backwards within a second."""
+        clock = UtcClock()
+        stamps = [clock() for _ in range(1000)]
+        assert all(len(s) == 27 for s in stamps)
+        assert stamps == sorted(stamps)
+
+
+def test_exception_fields_without_exception() -> None:
+    """exc_info=True outside an except block adds nothing."""
+    assert exception_fields(True) == {}
