@@ -15,8 +15,12 @@ from hvdlog import __version__
 
 #: command name -> "module:attribute" of its click command. Adding a command is one line.
 COMMANDS: dict[str, str] = {
+    "first-failure": "hvdlog.cli.first_failure:first_failure",
+    "grep": "hvdlog.cli.grep:grep",
     "parse": "hvdlog.cli.parse:parse",
     "setup": "hvdlog.cli.setup:setup",
+    "stalls": "hvdlog.cli.stalls:stalls",
+    "stragglers": "hvdlog.cli.stragglers:stragglers",
 }
 
 

@@ -1,0 +1,44 @@
+"""``hvdlog first-failure``: the earliest genuine error across ranks, and who died only as collateral."""
+
+from __future__ import annotations
+
+import click
+
+from hvdlog.cli.options import Run, source_options
+from hvdlog.cli.output import Printer, format_time
+from hvdlog.query.failures import FAILURE_EVENTS, first_failure as analyse
+
+__all__ = ["first_failure"]
+
+
+@click.command("first-failure", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@source_options
+def first_failure(run: Run, **_: object) -> None:
+    """Name the rank that failed first, with its traceback; ranks that went down after it are collateral.
+
+    Exit 0 when a failure was found, 1 when none, 2 on an error.
+    """
+    reports = analyse(run.documents(any_of=FAILURE_EVENTS))
+    printer = Printer(as_json=run.as_json)
+    for report in reports:
+        if run.as_json:
+            printer.json(report.to_json())
+            continue
+        culprit = report.culprit
+        if culprit is None:
+            printer.text(f"job {report.job}: no genuine error found; only collateral failures", style="yellow")
+        else:
+            printer.text(
+                f"job {report.job}: first failure on rank {culprit['rank']} ({culprit['host']}) at {format_time(culprit['@timestamp'])}",
+                style="bold red",
+            )
+            printer.text(f"  {report.error_type or culprit['level']}: {report.error_message}")
+            if report.stack_trace:
+                for line in str(report.stack_trace).rstrip().splitlines():
+                    printer.text(f"    {line}", style="dim")
+        for item in report.other_errors:
+            printer.text(f"  also failed: rank {item['rank']} at {format_time(item['@timestamp'])}: {item['message']}", style="red")
+        for item in report.collateral:
+            printer.text(f"  collateral: rank {item['rank']} at {format_time(item['@timestamp'])} ({item['reason']}): {item['message']}")
+    run.exit(bool(reports))

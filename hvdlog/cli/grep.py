@@ -1,0 +1,96 @@
+"""``hvdlog grep``: the events that match, by rank, level, step and time, from files or Elasticsearch."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import click
+
+from hvdlog.cli.options import Run, source_options
+from hvdlog.cli.output import Group, Printer, dedupe
+from hvdlog.fields import LEVELS
+from hvdlog.query.source import SourceError
+from hvdlog.query.spec import FilterError
+
+__all__ = ["grep"]
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("args", nargs=-1, metavar="[PATTERN] [PATH]...")
+@click.option("-e", "--regexp", "pattern", metavar="PATTERN", help="The pattern (use when it could be taken for a path).")
+@click.option("-E", "--extended-regexp", "regex", is_flag=True, help="PATTERN is a regular expression, not a fixed string.")
+@click.option("-i", "--ignore-case", is_flag=True, help="Match PATTERN case-insensitively.")
+@click.option("--level", type=click.Choice(LEVELS), help="Only events at this level or more severe.")
+@click.option("--step", metavar="A:B", help="Only events with a step in A..B (A: and :B leave an end open).")
+@click.option("-n", "--lines", "last", type=click.IntRange(min=1), help="Only the last N matching events.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new matching events (polls every --interval).")
+@click.option("--interval", default=1.0, show_default=True, type=float, help="Seconds between polls with --follow.")
+@click.option("--no-dedupe", is_flag=True, help="Print every event, even identical ones from several ranks.")
+@click.option("--window", default=2.0, show_default=True, type=float, help="Seconds within which identical messages collapse.")
+@click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR).")
+@source_options
+def grep(
+    run: Run,
+    pattern: str | None,
+    regex: bool,
+    ignore_case: bool,
+    last: int | None,
+    follow: bool,
+    interval: float,
+    no_dedupe: bool,
+    window: float,
+    color: bool | None,
+    **_: object,
+) -> None:
+    """Print events matching PATTERN (a fixed string in the message or the error) and the filters.
+
+    PATTERN is case-sensitive unless -i; with -E it is a Python regular expression. Events
+    are sorted by time, then rank. Identical messages from several ranks within --window
+    seconds print once, naming the ranks. Exit 0 when something matched, 1 when nothing
+    did, 2 on an error (results of the sources that worked are still printed).
+    """
+    try:
+        spec = replace(run.spec, pattern=pattern, regex=regex, ignore_case=ignore_case) if pattern else run.spec
+    except FilterError as exc:
+        raise click.UsageError(str(exc)) from None
+    printer = Printer(as_json=run.as_json, color=color)
+    if last is not None:
+        docs = _last(run, spec, last)
+    else:
+        docs = run.documents(spec=spec)
+    collapse = not (run.as_json or no_dedupe)
+    groups = dedupe(docs, window) if collapse else (Group(doc, {doc["rank"]} if isinstance(doc.get("rank"), int) else set()) for doc in docs)
+    found = False
+    for group in groups:
+        found = True
+        printer.event(group)
+    if follow:
+        printer.stream.flush()
+        _follow(run, spec, interval, printer)
+    run.exit(found)
+
+
+def _last(run: Run, spec, last: int):  # type: ignore[no-untyped-def]
+    """The last N matches across sources: each source's last N, merged, cut to N."""
+    import heapq
+
+    from hvdlog.query.spec import sort_key
+
+    streams = []
+    for source in run.sources:
+        try:
+            streams.append(list(source.search(spec, last=last)))  # type: ignore[call-arg]
+        except SourceError as exc:
+            run.failures.append(f"{source.label}: {exc}")
+            click.echo(f"hvdlog: warning: {source.label}: {exc}", err=True)
+    return list(heapq.merge(*streams, key=sort_key))[-last:]
+
+
+def _follow(run: Run, spec, interval: float, printer: Printer) -> None:  # type: ignore[no-untyped-def]
+    """Poll the first source that can follow; Ctrl-C ends it with the usual exit code."""
+    try:
+        for doc in run.sources[0].follow(spec, interval):
+            printer.event(Group(doc, {doc["rank"]} if isinstance(doc.get("rank"), int) else set()))
+            printer.stream.flush()
+    except KeyboardInterrupt:
+        pass

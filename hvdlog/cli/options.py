@@ -1,0 +1,146 @@
+"""Source and filter options shared by grep, stalls, stragglers and first-failure.
+
+Every command takes the same way in: PATH arguments (files, directories,
+``--output-filename`` trees) and/or ``--es URL``, plus the same filters, so a question asked
+of a laptop's files and of the cluster's Elasticsearch is spelled the same way.
+Exit codes follow grep: 0 found, 1 nothing found, 2 error (bad input, or a source failed —
+results of the sources that worked are still printed).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from hvdlog.documents import Document
+from hvdlog.query.source import Source, SourceError, merged
+from hvdlog.query.spec import Condition, Filter, FilterError, parse_ranks, parse_steps, parse_time
+
+__all__ = ["EXIT_ERROR", "EXIT_FOUND", "EXIT_NOTHING", "Run", "fail", "source_options", "split_pattern"]
+
+EXIT_FOUND, EXIT_NOTHING, EXIT_ERROR = 0, 1, 2
+
+
+def _warn(message: str) -> None:
+    click.echo(f"hvdlog: warning: {message}", err=True)
+
+
+def fail(message: str) -> None:
+    """Print one sentence on stderr and exit 2."""
+    click.echo(f"hvdlog: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+@dataclass
+class Run:
+    """What the shared options resolved to: the sources and the base filter."""
+
+    sources: list[Source]
+    spec: Filter
+    as_json: bool
+    failures: list[str] = field(default_factory=list)
+
+    def documents(self, *, spec: Filter | None = None, any_of: tuple[Condition, ...] = ()) -> Iterator[Document]:
+        """Merged, sorted matches of every source; failing sources are warned about and recorded."""
+        wanted = spec or self.spec
+        if any_of:
+            wanted = _with(wanted, any_of=any_of)
+        return merged(self.sources, wanted, self.failures, _warn)
+
+    def exit(self, found: bool) -> None:
+        """grep's exit code: 2 if any source failed, else 0 when something was found, else 1."""
+        if self.failures and len(self.failures) >= len(self.sources):
+            click.echo("hvdlog: error: no source could be read", err=True)
+        sys.exit(EXIT_ERROR if self.failures else EXIT_FOUND if found else EXIT_NOTHING)
+
+
+def _with(spec: Filter, **changes: Any) -> Filter:
+    from dataclasses import replace
+
+    return replace(spec, **changes)
+
+
+def build_sources(paths: Sequence[str], es_urls: Sequence[str], index: str, timeout: float, tz: str | None) -> list[Source]:
+    """One file source for all PATHs, one Elasticsearch source per ``--es``."""
+    sources: list[Source] = []
+    if paths:
+        from hvdlog.query.files import FileSource
+
+        sources.append(FileSource(paths, timezone=tz, warn=_warn))
+    for url in es_urls:
+        from hvdlog.query.es import ElasticsearchSource
+
+        sources.append(ElasticsearchSource(url, index=index, timeout=timeout))
+    if not sources:
+        fail("nothing to read: give log files or directories, or --es URL")
+    return sources
+
+
+def build_filter(options: dict[str, Any], **extra: Any) -> Filter:
+    """The Filter from the shared options (bad values exit 2 with the reason)."""
+    try:
+        return Filter(
+            ranks=parse_ranks(options["rank"]) if options.get("rank") else None,
+            jobs=tuple(options.get("job") or ()),
+            hosts=tuple(options.get("host") or ()),
+            since=parse_time(options["since"]) if options.get("since") else None,
+            until=parse_time(options["until"]) if options.get("until") else None,
+            min_level=options.get("level"),
+            steps=parse_steps(options["step"]) if options.get("step") else None,
+            **extra,
+        )
+    except FilterError as exc:
+        fail(str(exc))
+        raise  # unreachable: fail() exits
+
+
+def split_pattern(args: Sequence[str], explicit: str | None) -> tuple[str | None, tuple[str, ...]]:
+    """grep's positional rule: the first argument is the PATTERN unless ``-e`` gave one or it is a path."""
+    from pathlib import Path
+
+    if explicit is not None or not args:
+        return explicit or None, tuple(args)
+    if Path(args[0]).exists():
+        return None, tuple(args)
+    return args[0] or None, tuple(args[1:])
+
+
+def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the shared options; the command receives ``run: Run`` plus its own options."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON documents, one per line.")
+    @click.option("--tz", default=None, help="Time zone of native Horovod timestamps (they have none); default UTC.")
+    @click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds to wait for Elasticsearch.")
+    @click.option("--index", default="logs-horovod.*-*", show_default=True, help="Index pattern on Elasticsearch.")
+    @click.option("--es", "es_urls", multiple=True, metavar="URL", help="Read from Elasticsearch at URL (credentials: HVDLOG_ES_* env).")
+    @click.option("--until", metavar="T", help="Only events at or before T (ISO 8601, or an age like 10m).")
+    @click.option("--since", metavar="T", help="Only events at or after T (ISO 8601, or an age like 2h).")
+    @click.option("--host", multiple=True, metavar="H", help="Only this host (repeatable).")
+    @click.option("--job", multiple=True, metavar="J", help="Only this job id (repeatable).")
+    @click.option("--rank", metavar="RANKS", help="Only these ranks, e.g. 0,3,8-15.")
+    @functools.wraps(command)
+    def wrapper(**options: Any) -> Any:
+        if "args" in options:  # grep: [PATTERN] [PATH...]
+            options["pattern"], options["paths"] = split_pattern(options.pop("args"), options.get("pattern"))
+        paths = options.pop("paths", ())
+        run = Run(
+            build_sources(paths, options.pop("es_urls"), options.pop("index"), options.pop("timeout"), options.pop("tz")),
+            build_filter(options),
+            options.pop("as_json"),
+        )
+        for name in ("rank", "job", "host", "since", "until"):
+            options.pop(name, None)
+        try:
+            return command(run=run, **options)
+        except SourceError as exc:
+            fail(str(exc))
+        except BrokenPipeError:
+            sys.stderr.close()
+            sys.exit(EXIT_FOUND)
+
+    return wrapper

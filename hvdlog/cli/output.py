@@ -1,0 +1,133 @@
+"""How commands print: one line per event (coloured on a terminal), or NDJSON with ``--json``.
+
+Plain output collapses identical messages that several ranks print within a short window
+into one line naming the ranks (``ranks 0-7``), because eight copies of the same Horovod
+shutdown line hide the one line that differs. ``--json`` and ``--no-dedupe`` show every
+event. Colour only on a terminal; ``NO_COLOR`` (honoured by rich) and pipes get plain text.
+rich is imported only when colour is on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final, TextIO
+
+import orjson
+
+from hvdlog.documents import Document, get_field
+from hvdlog.query.spec import format_ranks, timestamp_millis
+from hvdlog.query.summary import one_line
+
+__all__ = ["Group", "Printer", "dedupe", "format_time"]
+
+_LEVEL_STYLES: Final = {
+    "trace": "dim",
+    "debug": "dim",
+    "info": "green",
+    "warning": "yellow",
+    "error": "bold red",
+    "critical": "bold white on red",
+}
+
+
+@dataclass
+class Group:
+    """One printed line: an event, plus the other ranks that printed the same message."""
+
+    doc: Document
+    ranks: set[int] = field(default_factory=set)
+    count: int = 1
+
+
+def _key(doc: Document) -> tuple[Any, ...]:
+    return (get_field(doc, "log.level"), doc.get("message"), doc.get("job"), doc.get("step"))
+
+
+def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
+    """Collapse the same level+message+step (same job) from *different* ranks within ``window`` s.
+
+    Lines come out in the order of their first event; a rank repeating itself starts a new line.
+    """
+    window_ms = int(window * 1000)
+    queue: deque[tuple[int, Group]] = deque()
+    open_groups: dict[tuple[Any, ...], Group] = {}
+    for doc in docs:
+        millis = timestamp_millis(doc.get("@timestamp")) or 0
+        while queue and queue[0][0] < millis - window_ms:
+            _, group = queue.popleft()
+            if open_groups.get(_key(group.doc)) is group:
+                del open_groups[_key(group.doc)]
+            yield group
+        key = _key(doc)
+        rank = doc.get("rank")
+        group = open_groups.get(key)
+        if group is not None and isinstance(rank, int) and rank not in group.ranks:
+            group.ranks.add(rank)
+            group.count += 1
+            continue
+        group = Group(doc, {rank} if isinstance(rank, int) else set())
+        open_groups[key] = group
+        queue.append((millis, group))
+    for _, group in queue:
+        yield group
+
+
+def format_time(value: object) -> str:
+    """``2026-11-29 15:47:55.123`` (UTC) from an ``@timestamp``."""
+    if isinstance(value, str) and len(value) >= 19:
+        text = value.replace("T", " ")
+        return text[:23] if len(text) >= 23 and text[19] == "." else text[:19]
+    millis = timestamp_millis(value)
+    return str(millis) if millis is not None else "-"
+
+
+class Printer:
+    """Writes events to stdout as text lines (optionally coloured) or NDJSON."""
+
+    def __init__(self, *, as_json: bool, color: bool | None = None, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self.as_json = as_json
+        self.color = (self.stream.isatty() if color is None else color) and not as_json
+        self._console: Any = None
+        if self.color:
+            from rich.console import Console
+
+            self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
+            self.color = self._console.is_terminal or color is True
+
+    def json(self, value: Any) -> None:
+        """One JSON document per line."""
+        self.stream.write(orjson.dumps(value, default=str).decode() + "\n")
+
+    def text(self, line: str, style: str | None = None) -> None:
+        """A free-form line (styled only when colour is on)."""
+        if self._console is not None and self.color:
+            self._console.print(line, style=style, markup=False)
+        else:
+            self.stream.write(line + "\n")
+
+    def event(self, group: Group) -> None:
+        """One event line: time, rank(s), level, step, message (+ error type)."""
+        doc = group.doc
+        if self.as_json:
+            self.json(doc)
+            return
+        ranks = sorted(group.ranks)
+        who = f"ranks {format_ranks(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "rank ?"
+        level = str(get_field(doc, "log.level") or "-")
+        step = doc.get("step")
+        message = one_line(doc)
+        parts = [format_time(doc.get("@timestamp")), f"{who:<9}", f"{level.upper():<8}", f"step {step}" if step is not None else "-", message]
+        if self._console is None or not self.color:
+            self.stream.write("  ".join(parts) + "\n")
+            return
+        from rich.text import Text
+
+        line = Text()
+        for part, style in zip(parts, ("cyan", "magenta", _LEVEL_STYLES.get(level, ""), "blue", None), strict=True):
+            line.append(part, style=style)
+            line.append("  ")
+        self._console.print(line)

@@ -1,0 +1,37 @@
+"""``hvdlog stalls``: every stall episode, Horovod's inspector and our watchdog, on files or Elasticsearch."""
+
+from __future__ import annotations
+
+import click
+
+from hvdlog.cli.options import Run, source_options
+from hvdlog.cli.output import Printer
+from hvdlog.query.spec import format_ranks
+from hvdlog.query.stalls import STALL_EVENTS, stall_episodes
+
+__all__ = ["stalls"]
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--merge-gap", default=150.0, show_default=True, type=float, help="Reports further apart (s) start a new episode.")
+@source_options
+def stalls(run: Run, merge_gap: float, **_: object) -> None:
+    """List stall episodes: start, duration, missing ranks, tensors, and whether the job shut down.
+
+    Exit 0 when there was at least one stall, 1 when none, 2 on an error.
+    """
+    episodes = stall_episodes(run.documents(any_of=STALL_EVENTS), merge_gap)
+    printer = Printer(as_json=run.as_json)
+    for episode in episodes:
+        if run.as_json:
+            printer.json(episode.to_json())
+            continue
+        end = "shut down" if episode.shutdown else "resolved" if episode.resolved else "unresolved"
+        missing = format_ranks(episode.missing_ranks) or "?"
+        line = f"{episode.start}  {episode.duration_s:>8.1f} s  missing ranks {missing:<8} {end:<10} {episode.source}"
+        details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), ", ".join(episode.tensors)]
+        if episode.waiting_ranks:
+            details.append(f"waiting ranks {format_ranks(episode.waiting_ranks)}")
+        printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")
+    run.exit(bool(episodes))

@@ -1,0 +1,141 @@
+"""Events from Elasticsearch, in the same shape and order as from files.
+
+The filter becomes a bool query (:mod:`hvdlog.query.es_query`); every hit is re-checked with
+:meth:`Filter.matches`, so both sources agree exactly. Pagination is ``search_after`` inside
+a point in time (``_shard_doc`` breaks ties), so no page boundary drops or repeats a document.
+The client (elasticsearch-py 8.x) is imported only here. Credentials come from the
+environment: ``HVDLOG_ES_API_KEY``, or ``HVDLOG_ES_USERNAME`` + ``HVDLOG_ES_PASSWORD``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+
+from hvdlog.documents import Document
+from hvdlog.query.es_query import SORT, to_query
+from hvdlog.query.source import SourceError
+from hvdlog.query.spec import Filter, sort_key
+
+__all__ = ["DEFAULT_INDEX", "ElasticsearchSource"]
+
+#: Every data stream the pipeline writes: ``logs-horovod.app-*``, ``logs-horovod.core-*``...
+DEFAULT_INDEX: Final = "logs-horovod.*-*"
+
+_DESC: Final = [{key: {**value, "order": "desc"}} for item in SORT for key, value in item.items()]
+
+
+class ElasticsearchSource:
+    """One Elasticsearch cluster (and index pattern) as a :class:`~hvdlog.query.source.Source`."""
+
+    def __init__(self, url: str, *, index: str = DEFAULT_INDEX, timeout: float = 10.0, page_size: int = 2000) -> None:
+        self.url = url
+        self.index = index
+        self.timeout = timeout
+        self.page_size = page_size
+        self.label = f"elasticsearch {url}"
+        self._es: Any = None
+
+    def _client(self) -> Any:
+        if self._es is None:
+            from elasticsearch import Elasticsearch
+
+            auth: dict[str, Any] = {}
+            if key := os.environ.get("HVDLOG_ES_API_KEY"):
+                auth["api_key"] = key
+            elif user := os.environ.get("HVDLOG_ES_USERNAME"):
+                auth["basic_auth"] = (user, os.environ.get("HVDLOG_ES_PASSWORD", ""))
+            self._es = Elasticsearch(self.url, request_timeout=self.timeout, max_retries=0, **auth)
+        return self._es
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn client exceptions into one sentence that says what to check."""
+        from elasticsearch import ApiError, AuthenticationException, AuthorizationException
+        from elastic_transport import ConnectionError as TransportConnectionError
+        from elastic_transport import ConnectionTimeout
+
+        try:
+            yield
+        except ConnectionTimeout:
+            raise SourceError(f"no answer within {self.timeout:g} s: is the cluster overloaded? (raise --timeout)") from None
+        except TransportConnectionError as exc:
+            raise SourceError(f"cannot connect ({exc.message if hasattr(exc, 'message') else exc}): is Elasticsearch running at {self.url}?") from None
+        except AuthenticationException:
+            raise SourceError("authentication failed: check HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD or HVDLOG_ES_API_KEY") from None
+        except AuthorizationException:
+            raise SourceError(f"not allowed to read {self.index}: the user needs the read privilege on it") from None
+        except ApiError as exc:
+            raise SourceError(f"request failed ({exc.meta.status}): {exc.message}") from None
+
+    def _pages(self, query: dict[str, Any], sort: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+        es = self._client()
+        with self._errors():
+            pit = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)["id"]
+        try:
+            after = None
+            while True:
+                with self._errors():
+                    response = es.search(
+                        pit={"id": pit, "keep_alive": "2m"},
+                        query=query,
+                        sort=[*sort, {"_shard_doc": sort[0][next(iter(sort[0]))]["order"]}],
+                        size=self.page_size,
+                        search_after=after,
+                        track_total_hits=False,
+                    )
+                hits = response["hits"]["hits"]
+                if not hits:
+                    return
+                pit = response.get("pit_id", pit)
+                yield hits
+                after = hits[-1]["sort"]
+        finally:
+            try:
+                es.close_point_in_time(id=pit)
+            except Exception:  # noqa: BLE001 - the PIT expires by itself; never mask the real error
+                pass
+
+    def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
+        """Every match (or the ``last`` N), sorted by time then rank."""
+        query = to_query(spec)
+        if last is None:
+            for hits in self._pages(query, SORT):
+                for hit in hits:
+                    if spec.matches(hit["_source"]):
+                        yield hit["_source"]
+            return
+        newest: list[Document] = []
+        for hits in self._pages(query, _DESC):
+            newest.extend(hit["_source"] for hit in hits if spec.matches(hit["_source"]))
+            if len(newest) >= last:
+                break
+        yield from sorted(newest[:last], key=sort_key)
+
+    def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
+        """Documents indexed from now on, by polling for ``@timestamp`` at or after the last one seen.
+
+        Documents that arrive later than ``interval`` with an older ``@timestamp`` than the
+        newest already shown are missed; ``grep`` without ``-f`` finds them.
+        """
+        es = self._client()
+        query = to_query(spec)
+        seen_at_edge: set[str] = set()
+        edge = int(time.time() * 1000)
+        while True:
+            bounded = {"bool": {"filter": [query, {"range": {"@timestamp": {"gte": edge, "format": "epoch_millis"}}}]}}
+            with self._errors():
+                hits = es.search(index=self.index, query=bounded, sort=SORT, size=self.page_size, ignore_unavailable=True)["hits"]["hits"]
+            fresh = [hit for hit in hits if hit["_id"] not in seen_at_edge]
+            for hit in fresh:
+                if spec.matches(hit["_source"]):
+                    yield hit["_source"]
+            if fresh:
+                newest = max(hit["sort"][0] for hit in fresh)
+                if newest > edge:
+                    edge, seen_at_edge = newest, set()
+                seen_at_edge.update(hit["_id"] for hit in fresh if hit["sort"][0] == edge)
+            time.sleep(interval)

@@ -1,0 +1,189 @@
+"""Events from per-rank files on disk, through the same parser ``hvdlog parse`` and Logstash use.
+
+Inputs are files or directories: our layout (``<job>/<host>/rank-<r>.jsonl`` and the
+``.stdout.log``/``.stderr.log`` next to it) and ``horovodrun --output-filename`` trees
+(``rank.<r>/stdout|stderr``). Every line goes through :mod:`hvdlog.parse`, so a document here
+is the document Elasticsearch would hold.
+
+Two shortcuts keep ``grep --rank R --level error`` fast on big trees, both exact:
+
+* a file whose *path* names a rank outside ``--rank`` is not opened (the writer names each
+  file after the rank whose events it holds);
+* in a ``.jsonl`` file, only lines containing a needle that every match must contain
+  (``"error"``/``"critical"`` for ``--level error``, the literal PATTERN) are parsed; the
+  needles are found with ``bytes.find`` over the whole file, at memory speed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+from hvdlog.documents import Document
+from hvdlog.fields import LEVELS, PARSE_FAILURE_TAG
+from hvdlog.layout import PATH_PATTERN, parse_path
+from hvdlog.parse import parse_lines
+from hvdlog.query.source import SourceError, Warn, stderr_warn
+from hvdlog.query.spec import Filter, sort_key
+
+__all__ = ["FileSource", "discover", "path_rank"]
+
+#: ``horovodrun --output-filename DIR`` writes ``DIR/rank.N/stdout`` (gloo; Open MPI adds a level).
+_OUTPUT_FILENAME: Final = re.compile(r"(?:^|/)rank\.(?P<rank>\d+)/(?:stdout|stderr)$")
+_LOG_SUFFIX: Final = re.compile(r"\.(?:jsonl|log)(?:\.\d+)?$")
+_JSON_SAFE: Final = re.compile(r"^[\x20-\x7e]+$")
+
+
+def path_rank(path: Path) -> int | None:
+    """The rank a per-rank path names (our layout or an ``--output-filename`` tree)."""
+    text = path.as_posix()
+    if (rank_file := parse_path(text)) is not None:
+        return rank_file.rank
+    match = _OUTPUT_FILENAME.search(text)
+    return int(match["rank"]) if match else None
+
+
+def _is_log_file(path: Path) -> bool:
+    text = path.as_posix()
+    return bool(PATH_PATTERN.search(text) or _OUTPUT_FILENAME.search(text) or _LOG_SUFFIX.search(text))
+
+
+def discover(paths: Iterable[str | Path], warn: Warn) -> list[Path]:
+    """Files named directly, plus every log file under named directories, sorted."""
+    found: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found.update(p for p in path.rglob("*") if p.is_file() and _is_log_file(p.relative_to(path)))
+        elif path.exists():
+            found.add(path)
+        else:
+            warn(f"{path}: no such file or directory")
+    return sorted(found)
+
+
+def _needles(spec: Filter) -> tuple[list[bytes], bytes | None]:
+    """Byte strings a matching ``.jsonl`` line must contain: (any of levels, the pattern)."""
+    levels: list[bytes] = []
+    if spec.min_level is not None and LEVELS.index(spec.min_level) > LEVELS.index("info"):
+        levels = [f'"{name}"'.encode() for name in LEVELS[LEVELS.index(spec.min_level) :]]
+    literal = None
+    if spec.pattern and not spec.regex and not spec.ignore_case and _JSON_SAFE.match(spec.pattern):
+        if '"' not in spec.pattern and "\\" not in spec.pattern:
+            literal = spec.pattern.encode()
+    return levels, literal
+
+
+def _candidate_lines(data: bytes, levels: Sequence[bytes], literal: bytes | None) -> list[bytes]:
+    """Lines of ``data`` containing one of ``levels`` (or ``literal`` when no levels) — found by ``find``."""
+    scan = list(levels) or [literal]  # type: ignore[list-item]
+    starts: set[int] = set()
+    for needle in scan:
+        assert needle is not None
+        pos = data.find(needle)
+        while pos >= 0:
+            start = data.rfind(b"\n", 0, pos) + 1
+            starts.add(start)
+            end = data.find(b"\n", pos)
+            if end < 0:
+                break
+            pos = data.find(needle, end)
+    lines = []
+    for start in sorted(starts):
+        end = data.find(b"\n", start)
+        line = data[start : end if end >= 0 else len(data)]
+        if literal is None or literal in line:
+            lines.append(line)
+    return lines
+
+
+class FileSource:
+    """Per-rank files and directories as a :class:`~hvdlog.query.source.Source`."""
+
+    def __init__(self, paths: Sequence[str | Path], *, timezone: str | None = None, warn: Warn = stderr_warn) -> None:
+        self.paths = list(paths)
+        self.timezone = timezone
+        self.warn = warn
+        self.label = "files" if len(self.paths) != 1 else str(self.paths[0])
+        self.parse_failures = 0
+
+    def _files(self, spec: Filter) -> list[Path]:
+        files = discover(self.paths, self.warn)
+        if not files:
+            raise SourceError("no log files found: check the paths (files, directories or --output-filename trees)")
+        if spec.ranks is None:
+            return files
+        return [path for path in files if (rank := path_rank(path)) is None or rank in spec.ranks]
+
+    def _read(self, path: Path, spec: Filter) -> Iterator[Document]:
+        levels, literal = _needles(spec) if path.name.endswith(".jsonl") or ".jsonl." in path.name else ([], None)
+        if levels or literal:
+            lines = _candidate_lines(path.read_bytes(), levels, literal)
+            yield from parse_lines(lines, path=str(path), timezone=self.timezone)
+        else:
+            with open(path, "rb") as handle:
+                yield from parse_lines(handle, path=str(path), timezone=self.timezone)
+
+    def _matches(self, files: Iterable[Path], spec: Filter) -> Iterator[Document]:
+        readable = 0
+        failures = 0
+        for path in files:
+            try:
+                for doc in self._read(path, spec):
+                    if PARSE_FAILURE_TAG in (doc.get("tags") or ()):
+                        failures += 1
+                    if spec.matches(doc):
+                        yield doc
+                readable += 1
+            except (OSError, UnicodeError) as exc:
+                self.warn(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
+        self.parse_failures += failures
+        if failures:
+            self.warn(f"{failures} line(s) could not be parsed; they are kept with tag {PARSE_FAILURE_TAG}")
+        if not readable and files:
+            raise SourceError("none of the log files could be read")
+
+    def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
+        """Every match (or the ``last`` N), sorted by time then rank."""
+        files = self._files(spec)
+        if last is not None:
+            docs: Iterable[Document] = deque(sorted(self._matches(files, spec), key=sort_key), maxlen=last)
+        else:
+            docs = sorted(self._matches(files, spec), key=sort_key)
+        yield from docs
+
+    def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
+        """Lines appended from now on (new files included), parsed and filtered, batch by batch."""
+        offsets: dict[Path, int] = {path: _size(path) for path in self._files(spec)}
+        while True:
+            time.sleep(interval)
+            batch: list[Document] = []
+            for path in discover(self.paths, lambda _message: None):
+                if spec.ranks is not None and (rank := path_rank(path)) is not None and rank not in spec.ranks:
+                    continue
+                start = offsets.get(path, 0)
+                try:
+                    with open(path, "rb") as handle:
+                        handle.seek(start)
+                        chunk = handle.read()
+                except OSError as exc:
+                    self.warn(f"{path}: cannot read ({exc.strerror}); skipped")
+                    continue
+                complete = chunk[: chunk.rfind(b"\n") + 1]
+                offsets[path] = start + len(complete)
+                if complete:
+                    lines = complete.splitlines()
+                    batch.extend(d for d in parse_lines(lines, path=str(path), timezone=self.timezone) if spec.matches(d))
+            yield from sorted(batch, key=sort_key)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

@@ -1,0 +1,61 @@
+"""The one interface every place events come from implements, and merging several of them.
+
+A source yields nested documents (the shape Elasticsearch stores) that match a
+:class:`~hvdlog.query.spec.Filter`, in :func:`~hvdlog.query.spec.sort_key` order, so the
+CLI never knows whether it reads files or Elasticsearch. A source that cannot deliver at all
+raises :class:`SourceError`; one that loses only part of its input (an unreadable file)
+reports it through ``on_warning`` and goes on.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
+
+from hvdlog.documents import Document
+from hvdlog.query.spec import Filter, sort_key
+
+__all__ = ["Source", "SourceError", "Warn", "merged", "stderr_warn"]
+
+#: Callback for partial failures: one sentence, printed on stderr by the CLI.
+Warn = Callable[[str], None]
+
+
+class SourceError(RuntimeError):
+    """A source could not deliver anything; the message says what to check."""
+
+
+class Source(Protocol):
+    """Files or Elasticsearch, behind one face."""
+
+    label: str
+
+    def search(self, spec: Filter) -> Iterator[Document]:
+        """Every matching document, in sort-key order."""
+
+    def follow(self, spec: Filter, interval: float) -> Iterator[Document]:
+        """Matching documents that appear from now on (polling every ``interval`` seconds)."""
+
+
+def stderr_warn(message: str) -> None:
+    """Default warning sink."""
+    import sys
+
+    print(f"hvdlog: warning: {message}", file=sys.stderr)
+
+
+def _guarded(source: Source, stream: Iterator[Document], failures: list[str], warn: Warn) -> Iterator[Document]:
+    try:
+        yield from stream
+    except SourceError as exc:
+        failures.append(f"{source.label}: {exc}")
+        warn(f"{source.label}: {exc}")
+
+
+def merged(
+    sources: Iterable[Source], spec: Filter, failures: list[str], warn: Warn = stderr_warn
+) -> Iterator[Document]:
+    """All sources' matches in one sorted stream; a failing source is reported, the rest kept."""
+    streams = [_guarded(source, source.search(spec), failures, warn) for source in sources]
+    return heapq.merge(*streams, key=sort_key)

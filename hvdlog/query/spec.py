@@ -1,0 +1,227 @@
+"""The filter spec: one description of "which events", checked in Python and sent to Elasticsearch.
+
+Files and Elasticsearch must give the same answer for the same flags, so the semantics are
+defined here once, in :meth:`Filter.matches`; :mod:`hvdlog.query.es` translates the same spec
+into a query whose result is a superset, and the Elasticsearch source re-checks every hit with
+:meth:`Filter.matches`. Times are compared at millisecond resolution because that is what an
+Elasticsearch ``date`` field keeps.
+
+Semantics:
+
+* ``ranks``: the document's ``rank`` is one of them (``0,3,8-15``); documents without a rank
+  never match a rank filter.
+* ``min_level``: ``log.level`` at least this severe; unknown or missing levels count as info.
+* ``jobs``/``hosts``: exact ``job`` / ``host.name``.
+* ``since``/``until``: ``@timestamp`` within, both ends inclusive.
+* ``steps``: ``step`` within ``A:B`` (either end open, both inclusive).
+* ``pattern``: a fixed string (or with ``regex`` a Python regular expression) found in
+  ``message``, ``error.message`` or ``error.stack_trace``; case-sensitive unless
+  ``ignore_case``.
+* ``any_of``: at least one of these conditions holds (used by the analyses to fetch only
+  the events they need).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Final
+
+from hvdlog.documents import get_field
+from hvdlog.fields import LEVELS, level_at_least
+
+__all__ = [
+    "PATTERN_FIELDS",
+    "Condition",
+    "Filter",
+    "FilterError",
+    "format_ranks",
+    "parse_ranks",
+    "parse_steps",
+    "parse_time",
+    "sort_key",
+    "timestamp_millis",
+]
+
+#: The fields a PATTERN is searched in.
+PATTERN_FIELDS: Final = ("message", "error.message", "error.stack_trace")
+
+_RELATIVE: Final = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+class FilterError(ValueError):
+    """A flag value that cannot be understood; the message says which and why."""
+
+
+def parse_ranks(text: str) -> frozenset[int]:
+    """``"0,3,8-15"`` -> ``{0, 3, 8, ..., 15}``."""
+    ranks: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not match:
+            raise FilterError(f"bad rank list {text!r}: use numbers and ranges like 0,3,8-15")
+        low = int(match[1])
+        high = int(match[2]) if match[2] else low
+        if high < low:
+            raise FilterError(f"bad rank range {part!r}: the end is below the start")
+        ranks.update(range(low, high + 1))
+    return frozenset(ranks)
+
+
+def format_ranks(ranks: object) -> str:
+    """``[0, 1, 2, 3, 7]`` -> ``"0-3,7"`` (the inverse of :func:`parse_ranks`)."""
+    values = sorted(set(ranks))  # type: ignore[call-overload]
+    parts: list[str] = []
+    start = prev = None
+    for value in [*values, None]:
+        if start is not None and (value is None or value != prev + 1):
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if value is not None and start is None:
+            start = value
+        prev = value
+    return ",".join(parts)
+
+
+def parse_steps(text: str) -> tuple[int | None, int | None]:
+    """``"A:B"``, ``"A:"``, ``":B"`` or ``"A"`` -> inclusive bounds (None = open)."""
+    match = re.fullmatch(r"\s*(\d*)\s*(?::\s*(\d*)\s*)?", text)
+    if not match or (not match[1] and not match[2]):
+        raise FilterError(f"bad step range {text!r}: use A:B, A: or :B")
+    low = int(match[1]) if match[1] else None
+    high = int(match[2]) if match[2] else (low if match.lastindex == 1 else None)
+    if low is not None and high is not None and high < low:
+        raise FilterError(f"bad step range {text!r}: the end is below the start")
+    return low, high
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """ISO 8601 (zone-less means UTC) or a relative age like ``30s``, ``10m``, ``2h``, ``1d``."""
+    if match := _RELATIVE.match(text.strip()):
+        now = now or datetime.now(timezone.utc)
+        return now - timedelta(seconds=float(match[1]) * _UNITS[match[2]])
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise FilterError(f"bad time {text!r}: use ISO 8601 (2026-11-29T15:47:55Z) or an age like 10m") from None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def timestamp_millis(value: object) -> int | None:
+    """Milliseconds since the epoch of an ``@timestamp`` value (ISO string or epoch millis)."""
+    if isinstance(value, (int, float)):
+        return int(value)
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return _floor_millis(parsed)
+
+
+def _floor_millis(parsed: datetime) -> int:
+    """Truncate to the millisecond exactly like Elasticsearch's ``date`` type does."""
+    whole = parsed.replace(microsecond=0)
+    return int(whole.timestamp()) * 1000 + parsed.microsecond // 1000
+
+
+def sort_key(doc: Mapping[str, Any]) -> tuple[int, int]:
+    """The order every source yields: ``@timestamp`` (ms), then ``rank``; missing ones first."""
+    millis = timestamp_millis(doc.get("@timestamp"))
+    rank = doc.get("rank")
+    return (millis if millis is not None else -(2**62), rank if isinstance(rank, int) else -1)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One clause of ``any_of``: a field exists, equals one of ``values``, or a level minimum."""
+
+    field: str
+    values: tuple[Any, ...] = ()
+    min_level: str | None = None
+
+    def matches(self, doc: Mapping[str, Any]) -> bool:
+        """True when the document satisfies this clause."""
+        if self.min_level is not None:
+            return level_at_least(str(get_field(doc, "log.level") or "info"), self.min_level)
+        value = get_field(doc, self.field)
+        if not self.values:
+            return value is not None
+        return value in self.values
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Which events a command wants; the same object drives every source."""
+
+    ranks: frozenset[int] | None = None
+    min_level: str | None = None
+    jobs: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    steps: tuple[int | None, int | None] | None = None
+    pattern: str | None = None
+    regex: bool = False
+    ignore_case: bool = False
+    any_of: tuple[Condition, ...] = ()
+    _compiled: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.min_level is not None and self.min_level not in LEVELS:
+            raise FilterError(f"bad level {self.min_level!r}: use one of {', '.join(LEVELS)}")
+        if self.pattern is not None:
+            source = self.pattern if self.regex else re.escape(self.pattern)
+            try:
+                compiled = re.compile(source, re.IGNORECASE if self.ignore_case else 0)
+            except re.error as exc:
+                raise FilterError(f"bad regular expression {self.pattern!r}: {exc}") from None
+            object.__setattr__(self, "_compiled", compiled)
+
+    @property
+    def since_millis(self) -> int | None:
+        """Lower time bound in epoch ms."""
+        return _floor_millis(self.since) if self.since else None
+
+    @property
+    def until_millis(self) -> int | None:
+        """Upper time bound in epoch ms."""
+        return _floor_millis(self.until) if self.until else None
+
+    def matches(self, doc: Mapping[str, Any]) -> bool:
+        """The definition of a match, shared by every source."""
+        if self.ranks is not None and doc.get("rank") not in self.ranks:
+            return False
+        if self.min_level is not None and not level_at_least(str(get_field(doc, "log.level") or "info"), self.min_level):
+            return False
+        if self.jobs and doc.get("job") not in self.jobs:
+            return False
+        if self.hosts and get_field(doc, "host.name") not in self.hosts:
+            return False
+        if self.since is not None or self.until is not None:
+            millis = timestamp_millis(doc.get("@timestamp"))
+            if millis is None:
+                return False
+            if self.since is not None and millis < self.since_millis:  # type: ignore[operator]
+                return False
+            if self.until is not None and millis > self.until_millis:  # type: ignore[operator]
+                return False
+        if self.steps is not None and not _in_range(doc.get("step"), *self.steps):
+            return False
+        if self._compiled is not None and not any(
+            isinstance(text := get_field(doc, name), str) and self._compiled.search(text) for name in PATTERN_FIELDS
+        ):
+            return False
+        return not self.any_of or any(condition.matches(doc) for condition in self.any_of)
+
+
+def _in_range(value: object, low: int | None, high: int | None) -> bool:
+    if not isinstance(value, int) or isinstance(value, bool):
+        return False
+    return (low is None or value >= low) and (high is None or value <= high)

@@ -1,0 +1,168 @@
+"""Stall episodes from Horovod's stall inspector and from our per-rank watchdog.
+
+Both report a stall repeatedly while it lasts; an *episode* is one stretch of such reports.
+Inspector warnings (rank 0 only) name the missing ranks and tensors directly. Watchdog
+events come from every rank that stopped making progress: a rank waiting inside a Horovod
+collective is a victim, a rank stuck outside any collective is the culprit, and ranks of
+the job that never reported while others waited are missing too. An episode ends with a
+``stall_resolved`` from every stalled rank, or — if it never resolves — in shutdown when
+the job then fails (an error, a signal, or Horovod's own "Will shutdown").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+from hvdlog.documents import Document, get_field
+from hvdlog.fields import level_at_least
+from hvdlog.query.spec import Condition, sort_key, timestamp_millis
+
+__all__ = ["STALL_EVENTS", "StallEpisode", "stall_episodes"]
+
+#: What the analysis needs from a source: stall reports and anything that ends a job.
+STALL_EVENTS: Final = (
+    Condition("horovod.stall.source"),
+    Condition("horovod.stall.missing_ranks"),
+    Condition("event.action", ("stall", "stall_resolved", "signal", "uncaught_exception")),
+    Condition("log.level", min_level="error"),
+)
+
+
+@dataclass
+class StallEpisode:
+    """One stall, from first report to resolution or shutdown."""
+
+    source: str
+    job: str | None
+    start: str | None
+    end: str | None
+    duration_s: float
+    missing_ranks: list[int] = field(default_factory=list)
+    waiting_ranks: list[int] = field(default_factory=list)
+    tensors: list[str] = field(default_factory=list)
+    operations: list[str] = field(default_factory=list)
+    step: int | None = None
+    reports: int = 0
+    resolved: bool = False
+    shutdown: bool = False
+    _start_ms: int = 0
+    _last_ms: int = 0
+    _stalled: set[int] = field(default_factory=set)
+    _culprits: set[int] = field(default_factory=set)
+    _size: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The public fields, for ``--json``."""
+        return {key: value for key, value in asdict(self).items() if not key.startswith("_")}
+
+
+def _iso(millis: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _is_failure(doc: Document) -> bool:
+    return get_field(doc, "event.action") in ("signal", "uncaught_exception") or (
+        level_at_least(str(get_field(doc, "log.level") or "info"), "error") and get_field(doc, "horovod.stall.source") is None
+    )
+
+
+def _open(source: str, doc: Document, millis: int) -> StallEpisode:
+    seconds = float(get_field(doc, "horovod.stall.seconds") or 0.0)
+    start = millis - int(seconds * 1000)
+    return StallEpisode(source, doc.get("job"), _iso(start), None, 0.0, _start_ms=start, _last_ms=millis)
+
+
+def _add(episode: StallEpisode, doc: Document, millis: int) -> None:
+    episode.reports += 1
+    episode._last_ms = millis
+    size = doc.get("size")
+    if isinstance(size, int):
+        episode._size = size
+    for name in get_field(doc, "horovod.stall.tensors") or ():
+        if name not in episode.tensors:
+            episode.tensors.append(name)
+    if isinstance(step := doc.get("step"), int):
+        episode.step = step if episode.step is None else min(episode.step, step)
+    if get_field(doc, "horovod.stall.shutdown"):
+        episode.shutdown = True
+    missing = get_field(doc, "horovod.stall.missing_ranks") or ()
+    episode.missing_ranks = sorted(set(episode.missing_ranks) | set(missing))
+
+
+def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
+    _add(episode, doc, millis)
+    rank = doc.get("rank")
+    if not isinstance(rank, int):
+        return
+    episode._stalled.add(rank)
+    if operation := get_field(doc, "horovod.stall.operation"):
+        if rank not in episode.waiting_ranks:
+            episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
+        if operation not in episode.operations:
+            episode.operations.append(operation)
+    else:
+        episode._culprits.add(rank)
+
+
+def _finish(episode: StallEpisode, failures: list[tuple[int, Document]]) -> StallEpisode:
+    if episode.source == "watchdog":
+        missing = set(episode._culprits) - set(episode.waiting_ranks)
+        if episode._size and episode.waiting_ranks:
+            reporting = set(episode.waiting_ranks) | episode._culprits
+            missing |= set(range(episode._size)) - reporting
+        episode.missing_ranks = sorted(set(episode.missing_ranks) | missing)
+    end = episode._last_ms
+    if not episode.resolved:
+        after = [millis for millis, doc in failures if millis >= episode._start_ms]
+        if after:
+            episode.shutdown = True
+            end = max(end, after[0])
+    elif episode.end is not None:
+        end = timestamp_millis(episode.end) or end
+    episode.end = _iso(end)
+    episode.duration_s = round((end - episode._start_ms) / 1000, 3)
+    return episode
+
+
+def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0) -> list[StallEpisode]:
+    """Every episode, ordered by start; reports further apart than ``merge_gap`` s split episodes."""
+    gap_ms = int(merge_gap * 1000)
+    episodes: list[StallEpisode] = []
+    current: dict[tuple[str, Any], StallEpisode] = {}
+    failures: dict[Any, list[tuple[int, Document]]] = {}
+    for doc in sorted(docs, key=sort_key):
+        millis = timestamp_millis(doc.get("@timestamp"))
+        if millis is None:
+            continue
+        job = doc.get("job")
+        source = get_field(doc, "horovod.stall.source")
+        if source is None and get_field(doc, "horovod.stall.missing_ranks") is not None:
+            source = "inspector"
+        action = get_field(doc, "event.action")
+        if source is None:
+            if _is_failure(doc):
+                failures.setdefault(job, []).append((millis, doc))
+            continue
+        key = (source, job)
+        episode = current.get(key)
+        if action == "stall_resolved":
+            if episode is not None and isinstance(rank := doc.get("rank"), int):
+                episode._stalled.discard(rank)
+                if not episode._stalled:
+                    episode.resolved, episode.end = True, _iso(millis)
+                    episode._last_ms = millis
+                    del current[key]
+            continue
+        if episode is None or millis - episode._last_ms > gap_ms:
+            episode = current[key] = _open(source, doc, millis)
+            episodes.append(episode)
+        if source == "watchdog":
+            _add_watchdog(episode, doc, millis)
+        else:
+            _add(episode, doc, millis)
+    finished = [_finish(episode, failures.get(episode.job, [])) for episode in episodes]
+    return sorted(finished, key=lambda episode: episode._start_ms)
