@@ -19,6 +19,11 @@ from harness.elasticsearch import ElasticsearchServer  # noqa: E402
 os.environ["TZ"] = "UTC"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--regenerate-goldens` rewrites tests/corpus/*/*-expected.json (review the diff)."""
+    parser.addoption("--regenerate-goldens", action="store_true", help="rewrite the parsing corpus' golden files")
+
+
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:
     """CI and timeouts send SIGTERM: turn it into KeyboardInterrupt so fixtures tear down."""
     raise KeyboardInterrupt(f"signal {signum}")

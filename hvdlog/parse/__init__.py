@@ -12,13 +12,15 @@ grok pattern file (``logstash/patterns/horovod``). ``hvdlog grep``/``stalls``/..
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from hvdlog.documents import Document
-from hvdlog.parse.jsonl import decode_event
+from hvdlog.fields import PARSE_FAILURE_TAG
+from hvdlog.parse.jsonl import APP_DATASET, decode_event, nest
 from hvdlog.parse.launcher import path_fields, strip_tag
 from hvdlog.parse.native import Chatter, NativeParser
 
@@ -26,6 +28,17 @@ __all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
 
 #: The path that means standard input.
 STDIN = "-"
+
+#: Our JSON event files (hvdlog/layout.py: ``rank-<r>.jsonl``, rotated ``.1``...).
+_EVENTS_FILE = re.compile(r"\.jsonl(?:\.\d+)?$")
+
+
+def _unparsed_event(line: str, base: dict[str, Any]) -> Document | None:
+    """A line of an events file that is not a JSON object: kept raw, tagged (blank: None)."""
+    if not line.strip():
+        return None
+    flat = {**base, "message": line, "log.level": "info", "event.dataset": APP_DATASET, "tags": [PARSE_FAILURE_TAG]}
+    return nest(flat)
 
 
 def decode_line(raw: bytes | str) -> str:
@@ -62,10 +75,13 @@ def parse_lines(
     if path is not None:
         path = os.fspath(path)
         base = {"log.file.path": path, **path_fields(path)}
+    events_file = path is not None and _EVENTS_FILE.search(path) is not None
     for raw in lines:
         line = decode_line(raw)
-        if line[:1] == "{":
+        if events_file or line[:1] == "{":
             doc = decode_event(line)
+            if doc is None and events_file:
+                doc = _unparsed_event(line, base)
             if doc is not None:
                 if path is not None:
                     doc.setdefault("log", {})["file"] = {"path": path}

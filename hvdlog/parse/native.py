@@ -100,7 +100,10 @@ class NativeParser:
             stream = self._streams[key] = _Stream(dict(context))
         launcher_time = context.get("@metadata.hvd.launcher_time")
         if launcher_time is not None:
-            stream.last_time = self._times.launcher(launcher_time) or stream.last_time
+            # the launcher's time has whole seconds: keep a core time of the same second
+            converted = self._times.launcher(launcher_time)
+            if converted is not None and (stream.last_time or "")[:19] != converted[:19]:
+                stream.last_time = converted
         if stream.kind is not None and self._continue(stream, payload):
             return
         if stream.kind is not None:

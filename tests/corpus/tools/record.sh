@@ -23,3 +23,9 @@ run mpi-debug-hidetime HOROVOD_LOG_LEVEL=debug HOROVOD_LOG_HIDE_TIME=1 -- "${mpi
 run mpi-stall HOROVOD_STALL_CHECK_TIME_SECONDS=2 CORPUS_STALL=7 -- "${mpi[@]}" python "$job"
 run mpi-stall-shutdown HOROVOD_STALL_CHECK_TIME_SECONDS=2 HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=5 CORPUS_STALL=30 -- "${mpi[@]}" python "$job"
 run mpi-trace HOROVOD_LOG_LEVEL=trace CORPUS_STEPS=5 -- "${mpi[@]}" python "$job"
+# hvdlog's own layout: untagged per-rank captures <job>/<host>/rank-<r>.{stdout,stderr}.log
+layout="$out/layout/corpus-job/node1"
+mkdir -p "$layout"
+HOROVOD_LOG_LEVEL=info CORPUS_CRASH=1 timeout 120 horovodrun -np 2 --gloo \
+  sh -c "exec python '$job' >'$layout'/rank-\$HOROVOD_RANK.stdout.log 2>'$layout'/rank-\$HOROVOD_RANK.stderr.log" >"$out/layout.console" 2>&1
+echo "layout: exit $?" >&2
