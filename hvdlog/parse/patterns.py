@@ -57,6 +57,7 @@ class CompiledPattern:
     name: str
     regex: re.Pattern[str]
     captures: tuple[Capture, ...]
+    repeated: frozenset[str] = frozenset()  # fields captured by more than one group
 
     def match(self, text: str) -> dict[str, Any] | None:
         """Captured fields (grok field refs as keys) when the pattern matches at the start."""
@@ -74,12 +75,21 @@ class CompiledPattern:
             yield self._fields(found)
 
     def _fields(self, found: re.Match[str]) -> dict[str, Any]:
+        # Like grok in Elasticsearch and Logstash: a field captured by several groups that
+        # all matched becomes a list, in pattern order.
         fields: dict[str, Any] = {}
         groups = found.groupdict()
         for capture in self.captures:
             value = groups[capture.group]
-            if value is not None and capture.field not in fields:
-                fields[capture.field] = capture.convert(value)
+            if value is None:
+                continue
+            value = capture.convert(value)
+            if capture.field not in fields:
+                fields[capture.field] = value
+            elif isinstance(previous := fields[capture.field], list) and capture.field in self.repeated:
+                previous.append(value)
+            else:
+                fields[capture.field] = [previous, value]
         return fields
 
 
@@ -134,7 +144,10 @@ def compile_pattern(name: str, path: Path = PATTERN_FILE) -> CompiledPattern:
 
     source = expand(name, ())
     try:
-        regex = re.compile(source)
+        # ASCII: Joni's \d, \w and \s (Ruby syntax) do not match non-ASCII characters.
+        regex = re.compile(source, re.ASCII)
     except re.error as error:
         raise PatternError(f"{path}: pattern {name} does not compile in Python: {error}") from error
-    return CompiledPattern(name, regex, tuple(captures))
+    fields = [capture.field for capture in captures]
+    repeated = frozenset(field for field in fields if fields.count(field) > 1)
+    return CompiledPattern(name, regex, tuple(captures), repeated)
