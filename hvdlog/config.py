@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from hvdlog import _rank, layout
+from hvdlog._logger import LEVEL_NUMBERS, make_bound_logger_class
 from hvdlog.capture import NativeCapture
 from hvdlog.fields import LEVELS
 from hvdlog.hooks import Hooks
@@ -30,8 +31,6 @@ from hvdlog.watchdog import StallWatchdog
 from hvdlog.writer import RankFileWriter
 
 __all__ = ["Configuration", "configure", "default_job_id", "get_logger", "refresh_rank", "shutdown"]
-
-_STRUCTLOG_LEVELS = {"trace": 5, "debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
 _JOB_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
@@ -54,7 +53,7 @@ class Configuration:
 
     def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
         """Log one event outside structlog (hooks, watchdog): same renderer, same file."""
-        if _STRUCTLOG_LEVELS[level] >= _STRUCTLOG_LEVELS[self.level]:
+        if LEVEL_NUMBERS[level] >= LEVEL_NUMBERS[self.level]:
             self.writer.write(self.renderer.render(level, message, fields))
 
 
@@ -177,13 +176,13 @@ def configure(
 
     structlog.configure(
         processors=[renderer],
-        wrapper_class=structlog.make_filtering_bound_logger(_STRUCTLOG_LEVELS[level]),
+        wrapper_class=make_bound_logger_class(level, renderer),
         logger_factory=lambda *args: writer,
         cache_logger_on_first_use=True,
     )
     config = Configuration(path=path, job=job_id, host=host, level=level, static=static, writer=writer, renderer=renderer, capture=capture)
     if install_hooks:
-        config.hooks = Hooks(config.emit, max(_STRUCTLOG_LEVELS[level], logging.DEBUG))
+        config.hooks = Hooks(config.emit, max(LEVEL_NUMBERS[level], logging.DEBUG))
         config.hooks.install()
     _patch_horovod_init()
     if stall_after is not None:

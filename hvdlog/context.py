@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from hvdlog.fields import EXTRA, FIELDS_BY_NAME
+
 __all__ = ["bind", "bind_step", "current", "mark_progress", "progress_state", "step"]
 
 _CONTEXT: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("hvdlog_context", default=None)
@@ -73,8 +75,20 @@ def step(step: int, epoch: int | None = None) -> Iterator[None]:
 
 @contextmanager
 def bind(**fields: Any) -> Iterator[None]:
-    """Bind arbitrary contract fields (or extras) for the duration of a block."""
-    token = _CONTEXT.set({**(_CONTEXT.get() or {}), **fields})
+    """Bind contract fields (others go under ``extra``) for the duration of a block.
+
+    The split into contract fields and extras happens here, once, not on every event.
+    """
+    merged = dict(_CONTEXT.get() or {})
+    extra = dict(merged.get(EXTRA) or {})
+    for key, value in fields.items():
+        if key in FIELDS_BY_NAME and key != EXTRA:
+            merged[key] = value
+        else:
+            extra[key] = value
+    if extra:
+        merged[EXTRA] = extra
+    token = _CONTEXT.set(merged)
     try:
         yield
     finally:

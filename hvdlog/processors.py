@@ -117,18 +117,18 @@ class EcsJsonRenderer:
 
     def render(self, level: str, message: Any, fields: Event) -> bytes:
         """Render one event; ``fields`` may hold contract fields, extras and ``exc_info``."""
-        event: Event = {"@timestamp": self.clock(), "log.level": level, "message": message if isinstance(message, str) else str(message)}
-        event.update(self.static)
-        bound = context._CONTEXT.get()  # noqa: SLF001 - one lookup on the hot path
-        extra: Event | None = None
+        event: Event = {
+            "@timestamp": self.clock(),
+            "log.level": level,
+            "message": message if message.__class__ is str else str(message),
+            **self.static,
+        }
+        bound = context._CONTEXT.get()  # noqa: SLF001 - one lookup on the hot path; pre-split at bind time
         if bound:
-            for key, value in bound.items():
-                if key in _KNOWN:
-                    event[key] = value
-                else:
-                    if extra is None:
-                        extra = {}
-                    extra[key] = value
+            event.update(bound)
+        extra: Event | None = event.pop(EXTRA, None)
+        if extra is not None:
+            extra = dict(extra)  # extras bound with hvdlog.bind(): never mutate the context
         for key, value in fields.items():
             if key in _KNOWN:
                 event[key] = value

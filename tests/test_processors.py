@@ -94,3 +94,15 @@ class TestUtcClock:
 def test_exception_fields_without_exception() -> None:
     """exc_info=True outside an except block adds nothing."""
     assert exception_fields(True) == {}
+
+
+class TestBind:
+    def test_bound_extras_are_split_once_and_never_mutated(self) -> None:
+        """hvdlog.bind() puts contract fields at the top, others under extra; events do not change the binding."""
+        renderer = EcsJsonRenderer(dict(STATIC))
+        with hvdlog.bind(step=5, run_name="ablation-3"):
+            first = render(renderer, lr=0.1, note="x")
+            second = render(renderer)
+        assert first["step"] == 5 and first["lr"] == 0.1
+        assert first["extra"] == {"run_name": "ablation-3", "note": "x"}
+        assert second["extra"] == {"run_name": "ablation-3"}

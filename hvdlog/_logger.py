@@ -1,0 +1,68 @@
+"""The bound logger class: structlog's filtering logger with a direct path per level.
+
+structlog's generic path (``_proxy_to_logger`` -> ``_process_event`` -> processors ->
+wrapped logger) costs about as much as rendering itself. Our chain is one processor,
+so each enabled level method calls it and the writer directly; ``bind()``/``new()``
+and the processor path (``log.log(...)``) still come from structlog. Disabled levels are
+static no-ops: the call costs what a plain function call costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from hvdlog.processors import EcsJsonRenderer
+
+__all__ = ["make_bound_logger_class"]
+
+# structlog's numeric levels for the contract's level names (trace below debug).
+LEVEL_NUMBERS = {"trace": 5, "debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+
+_METHODS = {  # method name -> contract level
+    "trace": "trace",
+    "debug": "debug",
+    "info": "info",
+    "msg": "info",
+    "warning": "warning",
+    "warn": "warning",
+    "error": "error",
+    "exception": "error",
+    "critical": "critical",
+    "fatal": "critical",
+}
+
+
+def _nop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _direct(level: str, renderer: EcsJsonRenderer, exc_info: bool) -> Callable[..., None]:
+    render = renderer.render
+
+    def method(self: Any, event: Any, *args: Any, **kw: Any) -> None:
+        if args:
+            event = event % args
+        if self._context:
+            kw = {**self._context, **kw}
+        if exc_info:
+            kw.setdefault("exc_info", True)
+        self._logger.write(render(level, event, kw))
+
+    method.__name__ = level
+    return method
+
+
+def make_bound_logger_class(min_level: str, renderer: EcsJsonRenderer) -> type:
+    """A BoundLogger class writing levels >= ``min_level`` straight through ``renderer``."""
+    base = structlog.make_filtering_bound_logger(LEVEL_NUMBERS[min_level])
+    threshold = LEVEL_NUMBERS[min_level]
+    namespace: dict[str, Any] = {}
+    for name, level in _METHODS.items():
+        if LEVEL_NUMBERS[level] >= threshold:
+            namespace[name] = _direct(level, renderer, exc_info=name == "exception")
+        else:
+            namespace[name] = staticmethod(_nop)
+    return type("HvdlogBoundLogger", (base,), namespace)
