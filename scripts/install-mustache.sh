@@ -9,6 +9,7 @@ dest="$HVDLOG_CACHE/mustache-$MUSTACHE_VERSION"
 if [ -x "$dest/mustache" ]; then
   exit 0
 fi
+command -v go >/dev/null || ensure_debs golang-go
 command -v go >/dev/null || die "mustache needs Go (https://go.dev/dl/ or Debian's golang-go) to build github.com/breml/logstash-config"
 log "building mustache $MUSTACHE_VERSION from the Go module proxy (once)"
 # `go install pkg@version` asks the proxy for the module's version list (deprecation

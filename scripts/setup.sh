@@ -24,9 +24,12 @@ bash "$REPO_ROOT/scripts/build-horovod.sh"
 "$VENV/bin/pip" install -q -e "$REPO_ROOT[test]" || die "pip could not install hvdlog and its test dependencies"
 
 es_home="$(bash "$REPO_ROOT/scripts/fetch-elasticsearch.sh")"
+bash "$REPO_ROOT/scripts/install-mustache.sh"
+bash "$REPO_ROOT/scripts/install-jdk.sh"
 
 cat <<ENV
 export PATH="$VENV/bin:\$PATH"
 export VIRTUAL_ENV="$VENV"
 export HVDLOG_ES_HOME="$es_home"
+export HVDLOG_MUSTACHE="$HVDLOG_CACHE/mustache-$MUSTACHE_VERSION/mustache"
 ENV
