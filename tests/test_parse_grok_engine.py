@@ -154,4 +154,3 @@ def test_simulate_api_is_absent(es) -> None:  # noqa: ANN001
             docs=[{"_source": {"message": "[W /x.cc:1] y"}}],
         )
     assert "grok" in str(raised.value), raised.value
-    print(raised.value)
