@@ -56,7 +56,8 @@ class Run:
         """grep's exit code: 2 if any source failed, else 0 when something was found, else 1."""
         if self.failures and len(self.failures) >= len(self.sources):
             click.echo("hvdlog: error: no source could be read", err=True)
-        sys.exit(EXIT_ERROR if self.failures else EXIT_FOUND if found else EXIT_NOTHING)
+        partial = any(getattr(source, "errors", None) for source in self.sources)
+        sys.exit(EXIT_ERROR if self.failures or partial else EXIT_FOUND if found else EXIT_NOTHING)
 
 
 def _with(spec: Filter, **changes: Any) -> Filter:

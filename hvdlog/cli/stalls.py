@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from hvdlog.cli.options import Run, source_options
-from hvdlog.cli.output import Printer
+from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.spec import format_ranks
 from hvdlog.query.stalls import STALL_EVENTS, stall_episodes
 
@@ -29,7 +29,10 @@ def stalls(run: Run, merge_gap: float, **_: object) -> None:
             continue
         end = "shut down" if episode.shutdown else "resolved" if episode.resolved else "unresolved"
         missing = format_ranks(episode.missing_ranks) or "?"
-        line = f"{episode.start}  {episode.duration_s:>8.1f} s  missing ranks {missing:<8} {end:<10} {episode.source}"
+        line = (
+            f"{format_time(episode.start)}  job {episode.job}  {episode.duration_s:>7.1f} s  "
+            f"missing ranks {missing:<6} {end:<10} {episode.source}"
+        )
         details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), ", ".join(episode.tensors)]
         if episode.waiting_ranks:
             details.append(f"waiting ranks {format_ranks(episode.waiting_ranks)}")

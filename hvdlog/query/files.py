@@ -111,9 +111,15 @@ class FileSource:
         self.warn = warn
         self.label = "files" if len(self.paths) != 1 else str(self.paths[0])
         self.parse_failures = 0
+        #: Inputs that could not be read (the search went on without them).
+        self.errors: list[str] = []
+
+    def _error(self, message: str) -> None:
+        self.errors.append(message)
+        self.warn(message)
 
     def _files(self, spec: Filter) -> list[Path]:
-        files = discover(self.paths, self.warn)
+        files = discover(self.paths, self._error)
         if not files:
             raise SourceError("no log files found: check the paths (files, directories or --output-filename trees)")
         if spec.ranks is None:
@@ -141,7 +147,7 @@ class FileSource:
                         yield doc
                 readable += 1
             except (OSError, UnicodeError) as exc:
-                self.warn(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
+                self._error(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
         self.parse_failures += failures
         if failures:
             self.warn(f"{failures} line(s) could not be parsed; they are kept with tag {PARSE_FAILURE_TAG}")

@@ -27,6 +27,7 @@ STALL_EVENTS: Final = (
     Condition("horovod.stall.missing_ranks"),
     Condition("event.action", ("stall", "stall_resolved", "signal", "uncaught_exception")),
     Condition("log.level", min_level="error"),
+    Condition("step"),  # progress of a stalled rank ends its stall when its watchdog could not say so
 )
 
 
@@ -50,6 +51,7 @@ class StallEpisode:
     _start_ms: int = 0
     _last_ms: int = 0
     _stalled: set[int] = field(default_factory=set)
+    _stalled_steps: dict[int, int] = field(default_factory=dict)
     _culprits: set[int] = field(default_factory=set)
     _size: int | None = None
 
@@ -99,6 +101,10 @@ def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
     if not isinstance(rank, int):
         return
     episode._stalled.add(rank)
+    if isinstance(step := doc.get("step"), int):
+        episode._stalled_steps[rank] = step
+    else:
+        episode._stalled_steps.setdefault(rank, -1)
     if operation := get_field(doc, "horovod.stall.operation"):
         if rank not in episode.waiting_ranks:
             episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
@@ -121,11 +127,29 @@ def _finish(episode: StallEpisode, failures: list[tuple[int, Document]]) -> Stal
         if after:
             episode.shutdown = True
             end = max(end, after[0])
-    elif episode.end is not None:
-        end = timestamp_millis(episode.end) or end
     episode.end = _iso(end)
     episode.duration_s = round((end - episode._start_ms) / 1000, 3)
     return episode
+
+
+def _progressed(episode: StallEpisode | None, doc: Document) -> bool:
+    """A stalled rank logged a later step: it made progress even if its watchdog had no time to say so."""
+    if episode is None:
+        return False
+    rank, step = doc.get("rank"), doc.get("step")
+    stalled_at = episode._stalled_steps.get(rank) if isinstance(rank, int) else None
+    return isinstance(step, int) and stalled_at is not None and step > stalled_at
+
+
+def _resume(current: dict[tuple[str, Any], StallEpisode], key: tuple[str, Any], rank: int, millis: int) -> None:
+    """``rank`` is moving again; the episode ends when no rank is stalled any more."""
+    episode = current.get(key)
+    if episode is None:
+        return
+    episode._stalled.discard(rank)
+    if not episode._stalled:
+        episode.resolved, episode._last_ms = True, millis
+        del current[key]
 
 
 def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0) -> list[StallEpisode]:
@@ -146,16 +170,14 @@ def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0) -> list[S
         if source is None:
             if _is_failure(doc):
                 failures.setdefault(job, []).append((millis, doc))
+            elif _progressed(current.get(("watchdog", job)), doc):
+                _resume(current, ("watchdog", job), doc["rank"], millis)
             continue
         key = (source, job)
         episode = current.get(key)
         if action == "stall_resolved":
             if episode is not None and isinstance(rank := doc.get("rank"), int):
-                episode._stalled.discard(rank)
-                if not episode._stalled:
-                    episode.resolved, episode.end = True, _iso(millis)
-                    episode._last_ms = millis
-                    del current[key]
+                _resume(current, key, rank, millis)
             continue
         if episode is None or millis - episode._last_ms > gap_ms:
             episode = current[key] = _open(source, doc, millis)

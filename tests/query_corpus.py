@@ -1,0 +1,69 @@
+"""Real ``horovodrun`` runs for the query and CLI tests: a stall, then a crash; and a straggler.
+
+``faults`` is the training example with two fault flags on rank 1: it hangs at step 3
+(the watchdogs report a stall, rank 0 waiting in the allreduce) and raises at step 6
+(rank 0 dies as collateral). ``straggler`` is a small job whose rank 1 is slow and says so
+in its ``samples_per_sec`` (see query_jobs/straggler_job.py for why the training example's
+own straggler flag cannot be told apart). Both run concurrently, once per test process,
+and are cached; the faults job also writes an ``--output-filename`` tree.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["FAULTS", "STRAGGLER", "Corpus", "corpus"]
+
+REPO = Path(__file__).resolve().parent.parent
+FAULTS, STRAGGLER = "faults", "straggler"
+_CACHE: dict[str, "Corpus"] = {}
+
+
+class Corpus:
+    """Where the runs wrote: ``logs`` (our layout, both jobs) and ``output`` (--output-filename of faults)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.logs = root / "logs"
+        self.output = root / "output"
+
+
+def _horovodrun(args: list[str], console: Path, timeout_env: dict[str, str]) -> subprocess.Popen[bytes]:
+    exe = Path(sys.executable).with_name("horovodrun")
+    if not exe.exists():
+        raise RuntimeError(f"no horovodrun next to {sys.executable}: run `make test` (setup builds Horovod)")
+    with open(console, "wb") as out:
+        return subprocess.Popen([str(exe), "-np", "2", "--gloo", *args], stdout=out, stderr=subprocess.STDOUT, env=timeout_env)
+
+
+def corpus() -> Corpus:
+    """Run the three jobs once and return where they wrote (fails loudly if a job misbehaves)."""
+    if "corpus" in _CACHE:
+        return _CACHE["corpus"]
+    root = Path(tempfile.mkdtemp(prefix="hvdlog-query-corpus-"))
+    atexit.register(shutil.rmtree, root, True)
+    result = Corpus(root)
+    env = {**os.environ, "TZ": "UTC", "PYTHONPATH": str(REPO)}
+    train = str(REPO / "training" / "train.py")
+    jobs = {
+        FAULTS: ["--output-filename", str(result.output), sys.executable, train, "--epochs", "1", "--log-root",
+                 str(result.logs), "--steps-per-epoch", "8", "--job", FAULTS, "--stall-after", "2",
+                 "--hang-rank", "1", "--hang-at-step", "3", "--hang-seconds", "4", "--crash-rank", "1", "--crash-at-step", "6"],
+        STRAGGLER: [sys.executable, str(REPO / "tests" / "query_jobs" / "straggler_job.py"), str(result.logs), STRAGGLER,
+                    "1", "0.15", "12"],
+    }
+    running = {name: _horovodrun(args, root / f"{name}.console", env) for name, args in jobs.items()}
+    for name, process in running.items():
+        code = process.wait(timeout=240)
+        expected = 1 if name == FAULTS else 0
+        if code != expected:
+            console = (root / f"{name}.console").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"horovodrun job {name} exited {code}, expected {expected}:\n{console}")
+    _CACHE["corpus"] = result
+    return result

@@ -1,0 +1,82 @@
+"""Stalls, stragglers and first failure on real horovodrun output read from files."""
+
+from __future__ import annotations
+
+import pytest
+
+from hvdlog.query.failures import FAILURE_EVENTS, first_failure
+from hvdlog.query.files import FileSource
+from hvdlog.query.spec import Filter
+from hvdlog.query.stalls import STALL_EVENTS, stall_episodes
+from hvdlog.query.stragglers import STEP_EVENTS, stragglers
+from query_corpus import FAULTS, STRAGGLER, Corpus, corpus
+
+pytestmark = pytest.mark.horovod
+
+
+@pytest.fixture(name="runs", scope="module")
+def fixture_runs() -> Corpus:
+    """The shared real runs (one hang-then-crash job, one straggler job)."""
+    return corpus()
+
+
+def _docs(runs: Corpus, job: str, any_of: tuple) -> list[dict]:  # type: ignore[type-arg]
+    return list(FileSource([runs.logs]).search(Filter(jobs=(job,), any_of=any_of)))
+
+
+class TestStalls:
+    def test_hang_is_one_episode_naming_the_hung_rank(self, runs: Corpus) -> None:
+        """Rank 1 hangs 4 s at step 3: one episode, rank 1 missing, rank 0 waiting in the optimizer's allreduce."""
+        episodes = [e for e in stall_episodes(_docs(runs, FAULTS, STALL_EVENTS)) if e.step == 3]
+        assert len(episodes) == 1, [e.to_json() for e in stall_episodes(_docs(runs, FAULTS, STALL_EVENTS))]
+        episode = episodes[0]
+        assert episode.missing_ranks == [1]
+        assert episode.waiting_ranks == [0]
+        assert any("synchronize" in op for op in episode.operations)
+        assert 3.0 <= episode.duration_s <= 10.0
+        assert episode.resolved and not episode.shutdown
+
+    def test_straggler_job_has_no_stall(self, runs: Corpus) -> None:
+        """A job that is slow but never stops has no stall episode (its watchdog is off)."""
+        assert stall_episodes(_docs(runs, STRAGGLER, STALL_EVENTS)) == []
+
+
+class TestStragglers:
+    def test_slow_rank_is_flagged_fast_rank_is_not(self, runs: Corpus) -> None:
+        """Rank 1 sleeps before each step: flagged on its own samples/s; rank 0 is not."""
+        rows = {row.rank: row for row in stragglers(_docs(runs, STRAGGLER, STEP_EVENTS))}
+        assert set(rows) == {0, 1}
+        assert rows[1].outlier and any("samples/s" in reason for reason in rows[1].reasons)
+        assert not rows[0].outlier
+        assert rows[0].last_step == rows[1].last_step == 12
+        assert rows[1].steps_per_sec and rows[1].steps_per_sec < 8  # 0.15 s sleep per step bounds the rate
+
+    def test_training_example_ranks_progress_together(self, runs: Corpus) -> None:
+        """In the faults job both ranks reach the same last step: no lag to flag."""
+        rows = stragglers(_docs(runs, FAULTS, STEP_EVENTS))
+        assert {row.last_step for row in rows} == {6}
+        assert all(row.lag_steps == 0 for row in rows)
+
+
+class TestFirstFailure:
+    def test_culprit_is_the_raising_rank_and_the_other_is_collateral(self, runs: Corpus) -> None:
+        """Rank 1 raised InjectedFault; rank 0's HorovodInternalError is collateral, not blamed."""
+        (report,) = first_failure(_docs(runs, FAULTS, FAILURE_EVENTS))
+        assert report.culprit is not None and report.culprit["rank"] == 1
+        assert report.error_type is not None and report.error_type.endswith("InjectedFault")
+        assert "inject_faults" in (report.stack_trace or "")
+        assert [item["rank"] for item in report.collateral] == [0]
+        assert "HorovodInternalError" in report.collateral[0]["reason"] or "shut down" in report.collateral[0]["reason"]
+        assert report.other_errors == []
+
+    def test_output_filename_tree_gives_the_same_culprit(self, runs: Corpus) -> None:
+        """horovodrun --output-filename captures alone still name rank 1 and its traceback."""
+        docs = list(FileSource([runs.output]).search(Filter(any_of=FAILURE_EVENTS)))
+        (report,) = first_failure(docs)
+        assert report.culprit is not None and report.culprit["rank"] == 1
+        assert "InjectedFault" in (report.error_type or "")
+        assert [item["rank"] for item in report.collateral] == [0]
+
+    def test_no_failure_in_a_clean_job(self, runs: Corpus) -> None:
+        """The straggler job ended cleanly: no report."""
+        assert first_failure(_docs(runs, STRAGGLER, FAILURE_EVENTS)) == []
