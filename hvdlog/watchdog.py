@@ -8,6 +8,9 @@ loop has made no progress (no :func:`hvdlog.step`/:func:`hvdlog.mark_progress`) 
 step; the thread reads the stalled thread's Python stack only when it reports, to name
 the Horovod collective it waits in (or the user code it is stuck in).
 
+Before the first step the threshold is ``STARTUP_FACTOR`` times longer: import, ``hvd.init()``
+and the parameter broadcast are legitimately slow on a loaded machine.
+
 The rank whose stall event has no ``horovod.stall.operation`` is stuck outside any
 collective: that is the culprit; ranks waiting in a collective are its victims.
 """
@@ -28,6 +31,9 @@ from hvdlog.context import progress_state
 __all__ = ["StallWatchdog", "describe_wait"]
 
 Emit = Callable[[str, str, dict[str, Any]], None]
+
+#: Threshold multiplier until the training loop enters its first step.
+STARTUP_FACTOR = 4.0
 
 _HOROVOD_DIR = f"{os.sep}horovod{os.sep}"
 _SKIP_DIRS = (f"{os.sep}threading.py", f"{os.sep}torch{os.sep}", f"{os.sep}hvdlog{os.sep}", _HOROVOD_DIR)
@@ -97,7 +103,8 @@ class StallWatchdog(threading.Thread):
             stall_started_at = self._check_resolved(stall_started_at)
             now = time.monotonic()
             idle = now - progress_state.last
-            if idle >= self.after and (stall_started_at is None or now - last_report >= self.repeat):
+            threshold = self.after if progress_state.step is not None else self.after * STARTUP_FACTOR
+            if idle >= threshold and (stall_started_at is None or now - last_report >= self.repeat):
                 if stall_started_at is None:
                     stall_started_at = progress_state.last
                     self._stall_step = progress_state.step

@@ -44,6 +44,22 @@ class TestStallWatchdog:
         watchdog.stop()
         assert emitted == []
 
+    def test_startup_is_given_longer(self) -> None:
+        """Before the first step (import, hvd.init, broadcast) the threshold is STARTUP_FACTOR times longer."""
+        from hvdlog.context import progress_state
+        from hvdlog.watchdog import STARTUP_FACTOR
+
+        emitted: list[Any] = []
+        progress_state.step = None
+        progress_state.last = time.monotonic()
+        watchdog = StallWatchdog(lambda *event: emitted.append(event), after=0.2, poll=0.02)
+        watchdog.start()
+        time.sleep(0.2 * STARTUP_FACTOR * 0.75)
+        assert emitted == []
+        time.sleep(0.2 * STARTUP_FACTOR * 0.5)
+        watchdog.stop()
+        assert emitted and emitted[0][2]["event.action"] == "stall" and "step" not in emitted[0][2]
+
     def test_bad_threshold(self) -> None:
         """A non-positive threshold is refused when the watchdog is made."""
         with pytest.raises(ValueError, match="positive number of seconds"):
