@@ -75,10 +75,14 @@ def parse_lines(
     if path is not None:
         path = os.fspath(path)
         base = {"log.file.path": path, **path_fields(path)}
+    # Our events files hold JSON; a rank's stdout/stderr capture never does (a JSON-looking
+    # print stays a print, as in Logstash's native pipeline); elsewhere (stdin, a console
+    # capture) a line that decodes to a JSON object is taken as one of our events.
     events_file = path is not None and _EVENTS_FILE.search(path) is not None
+    sniff_json = events_file or "horovod.launcher.stream" not in base
     for raw in lines:
         line = decode_line(raw)
-        if events_file or line[:1] == "{":
+        if sniff_json and (events_file or line[:1] == "{"):
             doc = decode_event(line)
             if doc is None and events_file:
                 doc = _unparsed_event(line, base)
