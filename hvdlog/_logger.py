@@ -14,25 +14,13 @@ from typing import Any
 
 import structlog
 
-from hvdlog.processors import EcsJsonRenderer
+from hvdlog.processors import METHOD_LEVELS, EcsJsonRenderer
 
 __all__ = ["make_bound_logger_class"]
 
 # structlog's numeric levels for the contract's level names (trace below debug).
 LEVEL_NUMBERS = {"trace": 5, "debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
-_METHODS = {  # method name -> contract level
-    "trace": "trace",
-    "debug": "debug",
-    "info": "info",
-    "msg": "info",
-    "warning": "warning",
-    "warn": "warning",
-    "error": "error",
-    "exception": "error",
-    "critical": "critical",
-    "fatal": "critical",
-}
 
 
 def _nop(*args: Any, **kwargs: Any) -> None:
@@ -60,7 +48,9 @@ def make_bound_logger_class(min_level: str, renderer: EcsJsonRenderer) -> type:
     base = structlog.make_filtering_bound_logger(LEVEL_NUMBERS[min_level])
     threshold = LEVEL_NUMBERS[min_level]
     namespace: dict[str, Any] = {}
-    for name, level in _METHODS.items():
+    for name, level in METHOD_LEVELS.items():
+        if name == "log":  # structlog's log(level, event) keeps its own signature
+            continue
         if LEVEL_NUMBERS[level] >= threshold:
             namespace[name] = _direct(level, renderer, exc_info=name == "exception")
         else:

@@ -20,14 +20,14 @@ from hvdlog import context
 from hvdlog.fields import EXTRA, FIELDS_BY_NAME
 from hvdlog.secrets import Redactor
 
-__all__ = ["EcsJsonRenderer", "UtcClock", "exception_fields", "level_name"]
+__all__ = ["METHOD_LEVELS", "EcsJsonRenderer", "UtcClock", "exception_fields", "level_name"]
 
 Event = dict[str, Any]
 
 _KNOWN = frozenset(FIELDS_BY_NAME)
 
-# structlog method names and stdlib level names -> contract level names.
-_LEVELS = {
+#: structlog method names and stdlib level names -> contract level names.
+METHOD_LEVELS: dict[str, str] = {
     "trace": "trace",
     "debug": "debug",
     "info": "info",
@@ -46,7 +46,7 @@ _DUMP_OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS | orjson.OPT
 
 def level_name(method_or_level: str) -> str:
     """Contract level for a structlog method name or a stdlib level name."""
-    return _LEVELS.get(method_or_level.lower(), "info")
+    return METHOD_LEVELS.get(method_or_level.lower(), "info")
 
 
 class UtcClock:
@@ -151,4 +151,4 @@ class EcsJsonRenderer:
     def __call__(self, logger: Any, method_name: str, event_dict: Event) -> bytes:
         """structlog entry point: the returned bytes go to the writer's level method."""
         message = event_dict.pop("event", "")
-        return self.render(_LEVELS.get(method_name, "info"), message, event_dict)
+        return self.render(METHOD_LEVELS.get(method_name, "info"), message, event_dict)
