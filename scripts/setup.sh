@@ -26,10 +26,14 @@ bash "$REPO_ROOT/scripts/build-horovod.sh"
 es_home="$(bash "$REPO_ROOT/scripts/fetch-elasticsearch.sh")"
 bash "$REPO_ROOT/scripts/install-mustache.sh"
 bash "$REPO_ROOT/scripts/install-jdk.sh"
+composecheck="$(bash "$REPO_ROOT/scripts/install-composecheck.sh")"
+filebeat="$(bash "$REPO_ROOT/scripts/install-filebeat.sh")"
 
 cat <<ENV
 export PATH="$VENV/bin:\$PATH"
 export VIRTUAL_ENV="$VENV"
 export HVDLOG_ES_HOME="$es_home"
 export HVDLOG_MUSTACHE="$HVDLOG_CACHE/mustache-$MUSTACHE_VERSION/mustache"
+export HVDLOG_COMPOSECHECK="$composecheck"
+export HVDLOG_FILEBEAT="$filebeat"
 ENV
