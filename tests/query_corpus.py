@@ -18,11 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["FAULTS", "STRAGGLER", "Corpus", "corpus"]
+__all__ = ["FAULTS", "STRAGGLER", "Corpus", "corpus", "start"]
 
 REPO = Path(__file__).resolve().parent.parent
 FAULTS, STRAGGLER = "faults", "straggler"
 _CACHE: dict[str, "Corpus"] = {}
+_RUNNING: dict[str, tuple["Corpus", dict[str, subprocess.Popen[bytes]]]] = {}
 
 
 class Corpus:
@@ -42,10 +43,10 @@ def _horovodrun(args: list[str], console: Path, timeout_env: dict[str, str]) -> 
         return subprocess.Popen([str(exe), "-np", "2", "--gloo", *args], stdout=out, stderr=subprocess.STDOUT, env=timeout_env)
 
 
-def corpus() -> Corpus:
-    """Run the three jobs once and return where they wrote (fails loudly if a job misbehaves)."""
-    if "corpus" in _CACHE:
-        return _CACHE["corpus"]
+def start() -> None:
+    """Launch both jobs in the background (idempotent), e.g. while Elasticsearch starts."""
+    if _CACHE or _RUNNING:
+        return
     root = Path(tempfile.mkdtemp(prefix="hvdlog-query-corpus-"))
     atexit.register(shutil.rmtree, root, True)
     result = Corpus(root)
@@ -58,12 +59,20 @@ def corpus() -> Corpus:
         STRAGGLER: [sys.executable, str(REPO / "tests" / "query_jobs" / "straggler_job.py"), str(result.logs), STRAGGLER,
                     "1", "0.15", "12"],
     }
-    running = {name: _horovodrun(args, root / f"{name}.console", env) for name, args in jobs.items()}
+    _RUNNING["corpus"] = (result, {name: _horovodrun(args, root / f"{name}.console", env) for name, args in jobs.items()})
+
+
+def corpus() -> Corpus:
+    """Run the jobs once (or wait for :func:`start`'s) and return where they wrote; fails loudly if a job misbehaves."""
+    if "corpus" in _CACHE:
+        return _CACHE["corpus"]
+    start()
+    result, running = _RUNNING.pop("corpus")
     for name, process in running.items():
         code = process.wait(timeout=240)
         expected = 1 if name == FAULTS else 0
         if code != expected:
-            console = (root / f"{name}.console").read_text(errors="replace")[-3000:]
+            console = (result.root / f"{name}.console").read_text(errors="replace")[-3000:]
             raise RuntimeError(f"horovodrun job {name} exited {code}, expected {expected}:\n{console}")
     _CACHE["corpus"] = result
     return result

@@ -25,7 +25,8 @@ __all__ = ["DEFAULT_INDEX", "ElasticsearchSource"]
 #: Every data stream the pipeline writes: ``logs-horovod.app-*``, ``logs-horovod.core-*``...
 DEFAULT_INDEX: Final = "logs-horovod.*-*"
 
-_DESC: Final = [{key: {**value, "order": "desc"}} for item in SORT for key, value in item.items()]
+#: Newest first; documents without a time or rank sort first ascending, so last descending.
+_DESC: Final = [{key: {**value, "order": "desc", "missing": "_last"}} for item in SORT for key, value in item.items()]
 
 
 class ElasticsearchSource:

@@ -1,0 +1,138 @@
+"""Files and the real Elasticsearch give the same answers to the same flags, on one real corpus.
+
+The corpus (real horovodrun runs) is parsed by hvdlog.parse and indexed as is; every command
+is then run twice, on the files and with --es, and the outputs compared. Native lines without
+a time of their own cannot enter a data stream (it requires @timestamp), so the full corpus
+goes into a plain index with the contract's mappings, and the data-stream path (the default
+index pattern) is checked with the timestamped JSON events.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from hvdlog.cli.main import cli
+from hvdlog.elastic.templates import COMPONENT_MAPPINGS, COMPONENT_SETTINGS, component_templates, index_template, mappings
+from hvdlog.query.es import ElasticsearchSource
+from hvdlog.query.files import FileSource, discover
+from hvdlog.query.spec import Filter, sort_key
+from hvdlog.parse import parse_paths
+from query_corpus import FAULTS, STRAGGLER, Corpus, corpus, start
+
+pytestmark = [pytest.mark.elasticsearch, pytest.mark.horovod]
+
+INDEX = "hvdlog-query-corpus"
+
+
+def _bulk(es: Any, index: str, docs: list[dict[str, Any]], op: str = "index") -> None:
+    from elasticsearch.helpers import bulk
+
+    ok, errors = bulk(es, ({"_op_type": op, "_index": index, "_source": doc} for doc in docs), refresh="wait_for", raise_on_error=False)
+    assert not errors and ok == len(docs), errors[:3]
+
+
+@pytest.fixture(name="indexed", scope="module")
+def fixture_indexed(request: pytest.FixtureRequest) -> Iterator[Corpus]:
+    """The corpus, parsed and indexed into the real server (plain index + one data stream)."""
+    from elasticsearch import Elasticsearch
+
+    start()  # the jobs run while the server starts
+    es_url = request.getfixturevalue("es_url")
+    runs = corpus()
+    es = Elasticsearch(es_url, request_timeout=60)
+    files = [str(path) for path in discover([runs.logs, runs.output], lambda message: None)]
+    docs = list(parse_paths(files, timezone="UTC"))
+    es.indices.create(index=INDEX, mappings=mappings(), settings={"number_of_shards": 1, "number_of_replicas": 0})
+    _bulk(es, INDEX, docs)
+    templates = component_templates()
+    for name in (COMPONENT_MAPPINGS, COMPONENT_SETTINGS):
+        es.cluster.put_component_template(name=name, **templates[name])
+    es.indices.put_index_template(name="logs-horovod", **index_template())
+    app = [doc for doc in docs if doc.get("@timestamp") and str(doc["log"]["file"]["path"]).endswith(".jsonl")]
+    _bulk(es, "logs-horovod.app-querytest", app, op="create")
+    yield runs
+    es.indices.delete(index=INDEX)
+    es.close()
+
+
+def _run(*args: str) -> tuple[int, list[dict[str, Any]], str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, [json.loads(line) for line in result.stdout.splitlines()], result.stderr
+
+
+def _same(left: list[dict[str, Any]], right: list[dict[str, Any]]) -> None:
+    """Same events in the same (time, rank) order; ties may come in either order."""
+    assert [sort_key(d) for d in left] == [sort_key(d) for d in right]
+    canon = lambda docs: sorted(json.dumps(d, sort_keys=True) for d in docs)  # noqa: E731
+    assert canon(left) == canon(right)
+
+
+def _both(runs: Corpus, es_url: str, command: str, *args: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    code_files, from_files, err_files = _run(command, "--json", *args, str(runs.logs), str(runs.output))
+    code_es, from_es, err_es = _run(command, "--json", *args, "--es", es_url, "--index", INDEX)
+    assert code_files == code_es, (err_files, err_es)
+    return from_files, from_es
+
+
+GREP_CASES = [
+    ("--level", "error"),
+    ("--rank", "1"),
+    ("--step", "2:4"),
+    ("train step", "--job", STRAGGLER),
+    ("-i", "INJECTED"),
+    ("-E", r"no progress for \d+ s"),
+    ("Horovod has been shut down",),
+    ("_DistributedOptimizer.step",),
+    ("fault on rank",),
+    ("--host", "vm", "--level", "warning", "--rank", "0,1"),
+    ("-n", "5", "--rank", "0"),
+    ("--job", FAULTS, "-e", ""),
+]
+
+
+@pytest.mark.parametrize("args", GREP_CASES, ids=[" ".join(case) for case in GREP_CASES])
+def test_grep_same_events_from_files_and_elasticsearch(indexed: Corpus, es_url: str, args: tuple[str, ...]) -> None:
+    """The same flags select the same documents, in the same order, from files and from Elasticsearch."""
+    from_files, from_es = _both(indexed, es_url, "grep", *args)
+    assert from_files, "the case must select something to prove anything"
+    _same(from_files, from_es)
+
+
+def test_time_window_same_from_both(indexed: Corpus, es_url: str) -> None:
+    """--since/--until around the crash (millisecond bounds) agree."""
+    _, crash, _ = _run("grep", "--json", "--job", FAULTS, "--level", "critical", str(indexed.logs))
+    first = crash[0]["@timestamp"]
+    from_files, from_es = _both(indexed, es_url, "grep", "--since", first, "--until", crash[-1]["@timestamp"])
+    assert len(from_files) >= 2
+    _same(from_files, from_es)
+
+
+@pytest.mark.parametrize("command", ["stalls", "stragglers", "first-failure"])
+def test_analyses_same_from_files_and_elasticsearch(indexed: Corpus, es_url: str, command: str) -> None:
+    """stalls, stragglers and first-failure answer the same from both sources."""
+    from_files, from_es = _both(indexed, es_url, command)
+    assert from_files
+    assert from_files == from_es
+
+
+def test_pagination_keeps_every_document(indexed: Corpus, es_url: str) -> None:
+    """Pages of 7 through a point in time return every document once, in order."""
+    spec = Filter()
+    from_files = list(FileSource([indexed.logs, indexed.output]).search(spec))
+    from_es = list(ElasticsearchSource(es_url, index=INDEX, page_size=7).search(spec))
+    assert len(from_files) > 50
+    _same(from_files, from_es)
+
+
+def test_default_index_pattern_reads_the_data_stream(indexed: Corpus, es_url: str) -> None:
+    """Without --index, grep reads logs-horovod.*-* data streams made by the contract's template."""
+    jsonl = [str(path) for path in discover([indexed.logs], lambda message: None) if path.suffix == ".jsonl"]
+    _, from_files, _ = _run("grep", "--json", "--level", "warning", *jsonl)
+    code, from_es, err = _run("grep", "--json", "--level", "warning", "--es", es_url)
+    assert code == 0, err
+    _same(from_files, from_es)
