@@ -187,7 +187,7 @@ def _source(es: Any, stream: str, doc_id: str) -> dict[str, Any]:
 class TestInCluster:
     def test_every_document_lands_in_its_data_stream(self, es: Any, indexed: dict[str, Document]) -> None:
         """Each document of both corpora is accepted and stored in logs-<its dataset>-<namespace>."""
-        hits = es.search(index=f"logs-horovod.*-{NAMESPACE}", size=2000, source=["event.dataset"]).body["hits"]["hits"]
+        hits = es.search(index=f"logs-horovod.*-{NAMESPACE}", size=10_000, source=["event.dataset"]).body["hits"]["hits"]
         where = {hit["_id"]: hit["_index"] for hit in hits}
         assert set(where) == set(indexed)
         for doc_id, index in where.items():

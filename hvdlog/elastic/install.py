@@ -81,10 +81,11 @@ def es_errors(url: str, doing: str) -> Iterator[None]:
         raise SetupError(f"Elasticsearch at {url} refused {doing} ({exc.meta.status}: {_reason(exc)}).") from exc
 
 
-def _missing_api(exc: Exception) -> bool:
-    """True when the REST endpoint itself does not exist (module not installed), not the object."""
-    reason = _reason(exc)
-    return "no handler found" in reason or "Incorrect HTTP method" in reason
+def _missing_api(body: Any) -> bool:
+    """True when an error body says the REST endpoint itself does not exist (module not installed)."""
+    error = body.get("error") if isinstance(body, Mapping) else body
+    text = str(error.get("reason") if isinstance(error, Mapping) else error)
+    return "no handler found" in text or "Incorrect HTTP method" in text
 
 
 def _flat_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
@@ -117,18 +118,12 @@ class ElasticsearchInstaller:
 
     def _request(self, method: str, path: str, doing: str, body: Any = None, ok: tuple[int, ...] = ()) -> tuple[int, Any]:
         """One REST call; statuses in ``ok`` come back instead of raising."""
-        import elasticsearch
-
         headers = {"accept": "application/json"}
         if body is not None:
             headers["content-type"] = "application/json"
+        client = self.client.options(ignore_status=list(ok)) if ok else self.client
         with es_errors(self.url, doing):
-            try:
-                response = self.client.perform_request(method, path, headers=headers, body=body)
-            except elasticsearch.ApiError as exc:
-                if exc.meta.status in ok:
-                    return exc.meta.status, exc.body
-                raise
+            response = client.perform_request(method, path, headers=headers, body=body)
         return response.meta.status, response.body
 
     def version(self) -> str:
@@ -200,23 +195,16 @@ class ElasticsearchInstaller:
             yield self._data_stream(templates.data_stream_name(dataset, namespace))
 
     def _data_stream(self, name: str) -> Step:
-        """Create the data stream unless it exists; a same-named plain index is an error."""
+        """Create the data stream unless it exists; without the data stream API, the first write creates it."""
         what = f"data stream {name}"
-        status, body = self._request("GET", f"/_resolve/index/{name}", f"looking up {what}", ok=(404,))
-        if status == 200:
-            if any(stream.get("name") == name for stream in body.get("data_streams", [])):
+        status, body = self._request("GET", f"/_data_stream/{name}", f"looking up {what}", ok=(400, 404, 405))
+        if status == 200 and any(stream.get("name") == name for stream in body.get("data_streams", [])):
+            return Step(what, "unchanged")
+        if status in (400, 405) or (status == 404 and _missing_api(body)):
+            # Without the API a stream still exists once written to; _resolve is core and tells.
+            _, resolved = self._request("GET", f"/_resolve/index/{name}", f"looking up {what}", ok=(404,))
+            if any(stream.get("name") == name for stream in resolved.get("data_streams", [])):
                 return Step(what, "unchanged")
-            raise SetupError(
-                f"{name} exists on {self.url} but is not a data stream (it was created before the template):"
-                " reindex or delete it, then run hvdlog setup again."
-            )
-        import elasticsearch
-
-        try:
-            with es_errors(self.url, f"creating {what}"):
-                self.client.perform_request("PUT", f"/_data_stream/{name}", headers={"accept": "application/json"})
-        except SetupError as exc:
-            if isinstance(exc.__cause__, elasticsearch.ApiError) and _missing_api(exc.__cause__):
-                return Step(what, "skipped", "no data stream API here: the first write creates it from the template")
-            raise
+            return Step(what, "skipped", "no data stream API here: the first write creates it from the template")
+        self._request("PUT", f"/_data_stream/{name}", f"creating {what}")
         return Step(what, "created")
