@@ -81,18 +81,23 @@ def parse_lines(
     events_file = path is not None and _EVENTS_FILE.search(path) is not None
     sniff_json = events_file or "horovod.launcher.stream" not in base
     for raw in lines:
-        line = decode_line(raw)
-        if sniff_json and (events_file or line[:1] == "{"):
-            doc = decode_event(line)
-            if doc is None and events_file:
-                doc = _unparsed_event(line, base)
+        if events_file:
+            doc = decode_event(raw, path)  # orjson reads the bytes as they are: fastest
+            if doc is None:
+                doc = _unparsed_event(decode_line(raw), base)
             if doc is not None:
-                if path is not None:
-                    doc.setdefault("log", {})["file"] = {"path": path}
+                yield doc
+            continue
+        line = decode_line(raw)
+        if sniff_json and line[:1] == "{":
+            doc = decode_event(line, path)
+            if doc is not None:
                 yield doc
                 continue
         payload, tag = strip_tag(line)
-        yield from native.feed(payload, {**base, **tag} if tag else base)
+        docs = native.feed(payload, {**base, **tag} if tag else base)
+        if docs:
+            yield from docs
     yield from native.close()
 
 

@@ -12,23 +12,28 @@ from typing import Any, Final
 
 import orjson
 
-from hvdlog.documents import Document, expand
+from hvdlog.documents import Document, expand, set_field
 
 __all__ = ["APP_DATASET", "decode_event", "nest", "to_document"]
 
 #: Dataset of our JSON events when a line does not say.
 APP_DATASET: Final = "horovod.app"
 
-Builder = Callable[[Mapping[str, Any]], Document]
+Builder = Callable[[Mapping[str, Any], Any], Document]
 
-_BUILDERS: dict[tuple[str, ...], Builder] = {}
+#: (event, with_path) -> key set -> builder: one lookup per line, keyed by the keys alone.
+_BUILDERS: dict[tuple[bool, bool], dict[tuple[str, ...], Builder]] = {
+    (event, with_path): {} for event in (False, True) for with_path in (False, True)
+}
 _MAX_BUILDERS: Final = 1024
+_PATH: Final = "log.file.path"
 
 
-def _tree(keys: tuple[str, ...]) -> dict[str, Any] | None:
-    """Nested layout of dotted keys; None when a key is both a leaf and a parent."""
+def _tree(leaves: dict[str, str]) -> dict[str, Any] | None:
+    """Nested layout of dotted keys (leaf = its value's source code); None when a key is
+    both a leaf and a parent."""
     tree: dict[str, Any] = {}
-    for key in keys:
+    for key, code in leaves.items():
         *parents, leaf = key.split(".") if key != "@timestamp" else [key]
         node = tree
         for part in parents:
@@ -38,53 +43,72 @@ def _tree(keys: tuple[str, ...]) -> dict[str, Any] | None:
             node = child
         if leaf in node:
             return None
-        node[leaf] = key
+        node[leaf] = code
     return tree
 
 
 def _source(tree: dict[str, Any]) -> str:
-    items = ", ".join(
-        f"{name!r}: {_source(value) if isinstance(value, dict) else f'd[{value!r}]'}" for name, value in tree.items()
-    )
+    items = ", ".join(f"{name!r}: {_source(value) if isinstance(value, dict) else value}" for name, value in tree.items())
     return "{" + items + "}"
 
 
-def _builder(keys: tuple[str, ...]) -> Builder:
-    builder = _BUILDERS.get(keys)
+def _slow_builder(event: bool, with_path: bool) -> Builder:
+    def build(flat: Mapping[str, Any], path: Any) -> Document:
+        doc = expand(flat)
+        if event and "dataset" not in doc.setdefault("event", {}):
+            doc["event"]["dataset"] = APP_DATASET
+        if with_path:
+            set_field(doc, _PATH, path)
+        return doc
+
+    return build
+
+
+def _builder(keys: tuple[str, ...], *, event: bool, with_path: bool) -> Builder:
+    """A function laying out documents of this key set in one expression, made once."""
+    builders = _BUILDERS[event, with_path]
+    builder = builders.get(keys)
     if builder is None:
-        tree = _tree(keys)
-        # A key that is both `a` and `a.b` (or an `extra` object beside `extra.x`) merges
-        # like documents.expand does; rare, so the slow general path is fine.
-        if tree is None or any(isinstance(tree.get(k), dict) and k in keys for k in tree):
-            builder = expand
+        leaves = {key: f"d[{key!r}]" for key in keys}
+        if event and "event.dataset" not in leaves:
+            leaves["event.dataset"] = repr(APP_DATASET)
+        if with_path:
+            leaves[_PATH] = "p"
+        tree = _tree(leaves)
+        # A key that is both `a` and `a.b` (or an object beside a dotted key under it)
+        # merges like documents.expand does; rare, so the general path is fine.
+        if tree is None:
+            builder = _slow_builder(event, with_path)
         else:
-            builder = eval(f"lambda d: {_source(tree)}")  # noqa: S307 - source built from repr() of keys
-        if len(_BUILDERS) >= _MAX_BUILDERS:
-            _BUILDERS.clear()
-        _BUILDERS[keys] = builder
+            builder = eval(f"lambda d, p: {_source(tree)}")  # noqa: S307 - source built from repr() of keys
+        if len(builders) >= _MAX_BUILDERS:
+            builders.clear()
+        builders[keys] = builder
     return builder
 
 
 def nest(flat: Mapping[str, Any]) -> Document:
     """Flat dotted keys -> nested document (same result as documents.expand, faster)."""
-    return _builder(tuple(flat))(flat)
+    return _builder(tuple(flat), event=False, with_path=False)(flat, None)
 
 
-def to_document(flat: Mapping[str, Any]) -> Document:
-    """Nested document from one decoded event; ``event.dataset`` defaults to horovod.app."""
-    doc = _builder(tuple(flat))(flat)
-    event = doc.get("event")
-    if not isinstance(event, dict):
-        doc["event"] = {"dataset": APP_DATASET}
-    elif "dataset" not in event:
-        event["dataset"] = APP_DATASET
-    return doc
+_WITH_PATH: Final = _BUILDERS[True, True]
 
 
-def decode_event(line: str | bytes) -> Document | None:
+def to_document(flat: Mapping[str, Any], path: str | None = None) -> Document:
+    """Nested document from one decoded event; ``event.dataset`` defaults to horovod.app,
+    ``log.file.path`` is ``path`` when given."""
+    keys = tuple(flat)
+    builder = _WITH_PATH.get(keys) if path is not None else None  # the hot path: one lookup
+    if builder is None:
+        builder = _builder(keys, event=True, with_path=path is not None)
+    return builder(flat, path)
+
+
+def decode_event(line: str | bytes, path: str | None = None) -> Document | None:
     """The document of one JSON event line, or None when the line is not a JSON object."""
     try:
         flat = orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
-    return to_document(flat) if isinstance(flat, dict) else None
+    return to_document(flat, path) if type(flat) is dict else None

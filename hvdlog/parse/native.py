@@ -46,6 +46,7 @@ _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
 _LEVELS: Final = HOROVOD_LEVEL_LETTERS
 _QUIET_LETTERS: Final = frozenset("TD")
+_NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated
 
 #: "keep" every chatter line, "drop" them all, or keep one in N (an int >= 1).
 Chatter = str | int
@@ -81,7 +82,7 @@ class _Stream:
 class NativeParser:
     """Feeds native lines, yields documents; call :meth:`close` at the end of input."""
 
-    __slots__ = ("_times", "_chatter", "size", "_streams")
+    __slots__ = ("_times", "_chatter", "size", "_streams", "_last_context", "_last_stream")
 
     def __init__(self, *, timezone: str | None = None, chatter: Chatter = "keep", size: int | None = None) -> None:
         """``timezone`` of the nodes' clocks; ``chatter`` see :func:`parse_chatter`;
@@ -90,30 +91,43 @@ class NativeParser:
         self._chatter = parse_chatter(chatter)
         self.size = size
         self._streams: dict[tuple[Any, ...], _Stream] = {}
+        self._last_context: dict[str, Any] | None = None
+        self._last_stream: _Stream | None = None
 
     # --- input -------------------------------------------------------------------------
-    def feed(self, payload: str, context: dict[str, Any]) -> Iterator[Document]:
-        """One line without its launcher tag; ``context`` = flat fields from tag and path."""
-        key = (context.get("rank"), context.get("horovod.launcher.stream"), context.get("log.file.path"))
-        stream = self._streams.get(key)
-        if stream is None:
-            stream = self._streams[key] = _Stream(dict(context))
+    def feed(self, payload: str, context: dict[str, Any]) -> list[Document]:
+        """One line without its launcher tag; ``context`` = flat fields from tag and path.
+        Returns the documents completed by this line (usually one, or none)."""
+        if context is self._last_context:  # untagged lines of one file share one context
+            stream = self._last_stream
+        else:
+            key = (context.get("rank"), context.get("horovod.launcher.stream"), context.get("log.file.path"))
+            stream = self._streams.get(key)
+            if stream is None:
+                stream = self._streams[key] = _Stream(dict(context))
+            self._last_context, self._last_stream = context, stream
         launcher_time = context.get("@metadata.hvd.launcher_time")
         if launcher_time is not None:
             # the launcher's time has whole seconds: keep a core time of the same second
             converted = self._times.launcher(launcher_time)
             if converted is not None and (stream.last_time or "")[:19] != converted[:19]:
                 stream.last_time = converted
-        if stream.kind is not None and self._continue(stream, payload):
-            return
-        if stream.kind is not None:
-            yield from self._flush(stream)
-        yield from self._start(stream, payload, context)
+        if stream.kind is None:
+            doc = self._start(stream, payload)
+            return _NOTHING if doc is None else [doc]
+        if self._continue(stream, payload):
+            return _NOTHING
+        docs = [self._flush(stream)]
+        doc = self._start(stream, payload)
+        if doc is not None:
+            docs.append(doc)
+        return docs
 
     def close(self) -> Iterator[Document]:
         """Emit the multi-line events still open (input ended in the middle of one)."""
         for stream in self._streams.values():
-            yield from self._flush(stream)
+            if stream.kind is not None:
+                yield self._flush(stream)
 
     # --- multi-line events -------------------------------------------------------------
     def _continue(self, stream: _Stream, line: str) -> bool:
@@ -157,10 +171,8 @@ class NativeParser:
             return what is not None
         return False
 
-    def _flush(self, stream: _Stream) -> Iterator[Document]:
+    def _flush(self, stream: _Stream) -> Document:
         kind = stream.kind
-        if kind is None:
-            return
         fields = stream.fields
         if kind == "stall":
             fields.update(stream.stall.fields(self.size))  # type: ignore[union-attr]
@@ -172,31 +184,31 @@ class NativeParser:
             else:
                 fields["log.level"] = "error"
                 fields["error.stack_trace"] = fields["message"]
-        yield self._document(stream, fields, stream.started)
+        doc = self._document(stream, fields, stream.started)
         stream.kind = None
         stream.stall = None
         stream.lines = []
         stream.fields = {}
         # blank lines that followed a finished traceback carry nothing: not documents
         stream.pending.clear()
+        return doc
 
     # --- single lines and event starts -------------------------------------------------
-    def _start(self, stream: _Stream, line: str, context: dict[str, Any]) -> Iterator[Document]:
+    def _start(self, stream: _Stream, line: str) -> Document | None:
         if line.startswith("["):
             core = _CORE_REGEX.match(line)
             if core is not None:
-                yield from self._core(stream, core)
-                return
+                return self._core(stream, core)
         elif line.startswith("Traceback"):
             if _TRACEBACK.match(line):
                 stream.kind, stream.lines, stream.started = "traceback", [line], stream.last_time
-                return
+                return None
         elif line.startswith("terminate"):
             terminate = _TERMINATE.match(line)
             if terminate is not None:
                 stream.kind, stream.lines, stream.fields = "terminate", [line], terminate
                 stream.started = stream.last_time
-                return
+                return None
         elif line.startswith("WARNING: "):
             legacy = _LEGACY_WARNING.match(line)
             seconds = stall_header_seconds(legacy["message"]) if legacy else None
@@ -204,14 +216,14 @@ class NativeParser:
                 stream.kind, stream.stall = "stall", StallBlock(legacy["message"], seconds)  # type: ignore[index]
                 stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
                 stream.started = stream.last_time
-                return
+                return None
         if not line.strip():
-            return
-        yield self._document(
+            return None
+        return self._document(
             stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}
         )
 
-    def _core(self, stream: _Stream, core: Any) -> Iterator[Document]:
+    def _core(self, stream: _Stream, core: Any) -> Document | None:
         letter = core[_G_LEVEL]
         message = core[_G_MESSAGE]
         time = core[_G_TIME]
@@ -229,11 +241,11 @@ class NativeParser:
         if letter in _QUIET_LETTERS:
             if _CHATTER.match(message):
                 if self._chatter == "drop":
-                    return
+                    return None
                 if self._chatter != "keep":
                     stream.chatter_seen += 1
                     if (stream.chatter_seen - 1) % self._chatter:  # type: ignore[operator]
-                        return
+                        return None
             elif message.startswith("Started Horovod"):
                 size = _SIZE.match(message)
                 if size is not None:
@@ -243,11 +255,11 @@ class NativeParser:
             if seconds is not None:
                 stream.kind, stream.stall, stream.fields = "stall", StallBlock(message, seconds), fields
                 stream.started = stream.last_time
-                return
+                return None
         elif _OPS_LINE.match(message):  # <= v0.16: one W line per stalled tensor
             fields.update(stall_op_fields(message, self.size))
             fields.update({"event.action": "stall", "horovod.stall.source": "inspector", "horovod.stall.shutdown": False})
-        yield self._document(stream, fields)
+        return self._document(stream, fields)
 
     def _document(self, stream: _Stream, fields: dict[str, Any], time: str | None = None) -> Document:
         flat = {**stream.base, **fields}

@@ -1,0 +1,89 @@
+"""`hvdlog parse` throughput, lines per second on one core: JSON event lines and native
+DEBUG/TRACE lines (real lines from tests/corpus, repeated). One command:
+
+    python bench/bench_parse.py [--lines N] [--repeat R]
+
+Measures parse_lines() end to end (decode, tag strip, grok, documents) plus NDJSON
+serialisation with orjson, which is what `hvdlog parse` does per line; reports the best
+of R runs. Pin to one core with `taskset -c 0` for the documented numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from hvdlog.parse import parse_lines
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
+
+
+def _json_lines() -> list[bytes]:
+    lines = (CORPUS / "horovod.app" / "rank1-events.log").read_bytes().splitlines(keepends=True)
+    return [line for line in lines if line.startswith(b'{"@timestamp"') and line.rstrip().endswith(b"}")]
+
+
+def _native_lines() -> list[bytes]:
+    """Core DEBUG/TRACE lines of a per-rank capture (untagged, as hvdlog writes them)."""
+    lines = []
+    for name in ("mpi-trace-tree-rank0-stdout.log", "gloo-debug-tree-rank0-stdout.log"):
+        for line in (CORPUS / "horovod.core" / name).read_bytes().splitlines(keepends=True):
+            payload = line.split(b">:", 1)[-1]
+            if payload.startswith(b"[20") and b": D " in payload[:40] or b": T " in payload[:40]:
+                lines.append(payload)
+    return lines
+
+
+def _run(lines: list[bytes], path: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    count = 0
+    dumps = orjson.dumps
+    for doc in parse_lines(lines, path=path, timezone="UTC"):
+        dumps(doc)
+        count += 1
+    return time.perf_counter() - started, count
+
+
+def main() -> None:
+    """Print lines/s for each kind of input."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=300_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
+    print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or 'cpu'}; "
+          f"cores usable: {affinity}; {args.lines} lines, best of {args.repeat}")
+    for kind, sample, path in (
+        ("json", _json_lines(), "bench/node1/rank-0.jsonl"),
+        ("native-debug", _native_lines(), "bench/node1/rank-0.stdout.log"),
+    ):
+        lines = (sample * (args.lines // len(sample) + 1))[: args.lines]
+        best = min(_run(lines, path)[0] for _ in range(args.repeat))
+        print(f"{kind:13s} {len(lines) / best:12,.0f} lines/s  ({len(sample)} distinct real lines)")
+        best_cli = min(_cli(lines, path) for _ in range(args.repeat))
+        print(f"{kind + ' cli':13s} {len(lines) / best_cli:12,.0f} lines/s  (`hvdlog parse FILE > /dev/null`, process start included)")
+    print(f"load average: {os.getloadavg()[0]:.2f}")
+
+
+def _cli(lines: list[bytes], path: str) -> float:
+    """Seconds for the real command on a file of ``lines`` (written under a per-rank path)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp, path)
+        target.parent.mkdir(parents=True)
+        target.write_bytes(b"".join(lines))
+        command = [sys.executable, "-c", "from hvdlog.cli.main import main; main()", "parse", "-q", "--timezone", "UTC", str(target)]
+        started = time.perf_counter()
+        subprocess.run(command, stdout=subprocess.DEVNULL, check=True)
+        return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    main()
