@@ -1,0 +1,120 @@
+"""The native parser's settings and the pattern loader: chatter switch, time zones, job
+size, and clear errors for bad settings and bad pattern files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from corpus.cases import cases
+from hvdlog.parse import parse_lines
+from hvdlog.parse.native import parse_chatter
+from hvdlog.parse.patterns import PatternError, compile_pattern, load_definitions
+
+TRACE = next(case for case in cases() if case.id == "horovod.core/mpi-trace-console")
+CHATTER = compile_pattern("HOROVOD_CHATTER").regex
+
+
+def _parse(text: str, **options) -> list[dict]:  # noqa: ANN003
+    return list(parse_lines(text.splitlines(), path="job/node1/rank-0.stderr.log", **{"timezone": "UTC", **options}))
+
+
+def _is_chatter(doc: dict) -> bool:
+    return doc["log"]["level"] in ("trace", "debug") and bool(CHATTER.match(doc["message"]))
+
+
+class TestChatter:
+    def test_keep_drop_sample(self) -> None:
+        """drop removes every known per-cycle line, sample=N keeps one in N, the rest stays."""
+        lines = TRACE.lines()
+        keep = list(parse_lines(lines, path="c.console", timezone="UTC"))
+        drop = list(parse_lines(lines, path="c.console", timezone="UTC", chatter="drop"))
+        sample = list(parse_lines(lines, path="c.console", timezone="UTC", chatter="sample=3"))
+        chatter = [doc for doc in keep if _is_chatter(doc)]
+        assert len(chatter) >= 20
+        assert [doc for doc in keep if not _is_chatter(doc)] == drop
+        assert not any(_is_chatter(doc) for doc in drop)
+        assert len(drop) < len(sample) < len(keep)
+
+    def test_never_drops_warnings(self) -> None:
+        """A chatter-looking message at W level is kept even with chatter=drop."""
+        docs = _parse("[2026-11-29 16:01:46.105951: W /a.cc:1] Sent 3 messages to coordinator.", chatter="drop")
+        assert [doc["log"]["level"] for doc in docs] == ["warning"]
+
+    @pytest.mark.parametrize("setting", ["often", "sample=0", "sample=-1", ""])
+    def test_bad_setting(self, setting: str) -> None:
+        """A bad chatter setting fails at configuration time with the allowed values."""
+        with pytest.raises(ValueError, match="keep, drop or sample=N"):
+            parse_chatter(setting)
+
+
+class TestTime:
+    LINE = "[2026-07-01 12:00:00.    40: I /a.cc:1] x"
+
+    def test_zone_and_padding(self) -> None:
+        """Local times convert with the configured zone; space-padded micros are zero-padded."""
+        assert _parse(self.LINE)[0]["@timestamp"] == "2026-07-01T12:00:00.000040Z"
+        assert _parse(self.LINE, timezone="Europe/Paris")[0]["@timestamp"] == "2026-07-01T10:00:00.000040Z"
+
+    def test_default_is_the_local_zone(self) -> None:
+        """Without a zone, the machine's zone applies (tests pin TZ=UTC)."""
+        assert _parse(self.LINE, timezone=None)[0]["@timestamp"] == "2026-07-01T12:00:00.000040Z"
+
+    def test_unknown_zone(self) -> None:
+        """An unknown zone is refused with a sentence naming it."""
+        with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
+            _parse(self.LINE, timezone="Mars/Olympus")
+
+    def test_lines_without_time_take_the_last_time_of_their_stream(self) -> None:
+        """A print after a core line carries that line's time; before any, none."""
+        docs = _parse("before\n" + self.LINE + "\nafter")
+        assert "@timestamp" not in docs[0]
+        assert docs[2]["@timestamp"] == docs[1]["@timestamp"]
+
+
+class TestJobSize:
+    READY = (
+        "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
+        "waiting for remainder of ranks for more than 60 seconds. Stalled ops: t0 [ready ranks: 0, 2]"
+    )
+
+    def test_size_learned_from_the_core_log(self) -> None:
+        """`Started Horovod with N processes` gives the size the oldest stall format needs."""
+        started = "[2026-11-29 16:01:46.105951: D /a.cc:40] Started Horovod with 4 processes\n"
+        stall = _parse(started + self.READY)[-1]["horovod"]["stall"]
+        assert stall["missing_ranks"] == [1, 3] and stall["ready_ranks"] == [0, 2]
+
+    def test_size_unknown(self) -> None:
+        """Without the size, ready ranks are reported and missing ranks are not guessed."""
+        stall = _parse(self.READY)[-1]["horovod"]["stall"]
+        assert "missing_ranks" not in stall and stall["ready_ranks"] == [0, 2]
+
+
+class TestPatternFile:
+    def test_every_pattern_compiles(self) -> None:
+        """Every definition of the shipped file translates and compiles."""
+        for name in load_definitions():
+            assert compile_pattern(name).regex.pattern
+
+    @pytest.mark.parametrize(
+        ("body", "message"),
+        [
+            ("HOROVOD_X (?<field>a)", "raw named group"),
+            ("HOROVOD_X %{HOROVOD_NOPE}", "unknown %{HOROVOD_NOPE}"),
+            ("HOROVOD_X %{HOROVOD_X}", "refers to itself"),
+            ("HOROVOD_X (", "does not compile"),
+            ("HOROVOD-X a", "expected `NAME pattern`"),
+        ],
+    )
+    def test_bad_pattern_files_are_refused(self, tmp_path: Path, body: str, message: str) -> None:
+        """A pattern the translator cannot express fails with the pattern's name and why."""
+        path = tmp_path / "patterns"
+        path.write_text(f"# test\n{body}\n", encoding="utf-8")
+        with pytest.raises(PatternError, match=message.replace("(", r"\(").replace("{", r"\{").replace("}", r"\}")):
+            compile_pattern("HOROVOD_X", path)
+
+    def test_missing_file(self, tmp_path: Path) -> None:
+        """A missing pattern file names the file and the setting to fix."""
+        with pytest.raises(PatternError, match="HVDLOG_PATTERNS"):
+            load_definitions(tmp_path / "nope")
