@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,24 @@ class TestGenerated:
         for path, text in generated_files().items():
             if path != KIBANA_FILE:
                 assert (REPO / path).read_text() == text, f"{path} is stale: run python -m hvdlog.elastic.generate"
+
+    def test_generate_command(self, tmp_path: Path) -> None:
+        """`python -m hvdlog.elastic.generate` writes every file; `--check` exits 1 naming stale ones, 0 when fresh."""
+        command = [sys.executable, "-m", "hvdlog.elastic.generate", "--root", str(tmp_path)]
+        stale = subprocess.run([*command, "--check"], capture_output=True, text=True, check=False)
+        assert stale.returncode == 1 and all(f"stale: {path}" in stale.stderr for path in generated_files())
+        assert subprocess.run(command, capture_output=True, check=False).returncode == 0
+        assert subprocess.run([*command, "--check"], capture_output=True, check=False).returncode == 0
+        assert {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()} == set(generated_files())
+
+    def test_generators_import_light(self) -> None:
+        """The generators load no Elasticsearch client, click or rich (only hvdlog setup does, lazily)."""
+        code = (
+            "import sys, hvdlog.elastic.templates, hvdlog.elastic.kibana, hvdlog.elastic.generate;"
+            "print(sorted({'elasticsearch', 'elastic_transport', 'click', 'rich'} & set(sys.modules)))"
+        )
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert result.stdout.strip() == "[]"
 
     def test_every_contract_field_is_mapped_with_its_type(self) -> None:
         """Each field of hvdlog.fields sits at its nested path with its ES type; nothing else is mapped."""
@@ -168,6 +188,9 @@ def fixture_indexed(es_url: str) -> dict[str, Document]:
             "extra": {"batch_size": 64, "nested": {"k": "v"}}, "tags": ["y" * 2000],
         }
         docs["shipper"] = shipper
+        malformed = {"@timestamp": "2026-11-29T16:00:01.000Z", "message": "bad rank", "rank": "n/a", "step": "twelve", "event": {"dataset": "horovod.app"}}
+        docs["malformed"] = malformed
+        actions.append({"_op_type": "create", "_index": templates.data_stream_name("horovod.app", NAMESPACE), "_id": "malformed", "_source": malformed})
         actions.append({"_op_type": "create", "_index": templates.data_stream_name("horovod.launcher", NAMESPACE), "_id": "shipper", "_source": shipper})
         created, errors = helpers.bulk(client, actions, raise_on_error=False, refresh="wait_for")
         assert not errors, errors[:3]
@@ -235,6 +258,14 @@ class TestInCluster:
         for body in settings.values():
             assert body["settings"]["index.number_of_replicas"] == "0"
             assert body["settings"]["index.number_of_shards"] == "1"
+            assert body["settings"]["index.mapping.ignore_malformed"] == "true"
+
+    def test_malformed_values_do_not_reject_documents(self, es: Any, indexed: dict[str, Document]) -> None:
+        """A value of the wrong type loses only that field (listed in _ignored); the event is stored and findable."""
+        stream = templates.data_stream_name("horovod.app", NAMESPACE)
+        hits = es.search(index=stream, query={"match_phrase": {"message": "bad rank"}}).body["hits"]["hits"]
+        assert [hit["_id"] for hit in hits] == ["malformed"]
+        assert sorted(hits[0]["_ignored"]) == ["rank", "step"]
 
     def test_long_keywords_do_not_reject_documents(self, es: Any, indexed: dict[str, Document]) -> None:
         """A keyword longer than ignore_above is kept in _source, only not indexed (Lucene caps terms at 32 KiB)."""

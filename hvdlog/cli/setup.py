@@ -31,16 +31,17 @@ def _check_password(username: str | None, password: str | None, service: str) ->
 @click.command()
 @click.option("--es", "es_url", required=True, envvar=_ENV.format("ES_URL"), show_envvar=True, help="Elasticsearch URL, e.g. https://es:9200.")
 @click.option("--kibana", "kibana_url", envvar=_ENV.format("KIBANA_URL"), show_envvar=True, help="Kibana URL; without it the Kibana objects are not imported.")
-@click.option("--namespace", default=templates.DEFAULT_NAMESPACE, show_default=True, help="Data stream namespace: logs-horovod.<source>-<namespace>.")
-@click.option("--replicas", type=click.IntRange(min=0), default=templates.DEFAULT_REPLICAS, show_default=True, help="Replicas per shard (0 on a single node).")
-@click.option("--retention-days", type=click.IntRange(min=1), default=templates.DEFAULT_RETENTION_DAYS, show_default=True, help="ILM deletes data this many days after rollover.")
+@click.option("--namespace", default=templates.DEFAULT_NAMESPACE, envvar=_ENV.format("NAMESPACE"), show_envvar=True, show_default=True, help="Data stream namespace: logs-horovod.<source>-<namespace>.")
+@click.option("--replicas", type=click.IntRange(min=0), default=templates.DEFAULT_REPLICAS, envvar=_ENV.format("REPLICAS"), show_envvar=True, show_default=True, help="Replicas per shard (0 on a single node).")
+@click.option("--retention-days", type=click.IntRange(min=1), default=templates.DEFAULT_RETENTION_DAYS, envvar=_ENV.format("RETENTION_DAYS"), show_envvar=True, show_default=True, help="ILM deletes data this many days after rollover.")
 @click.option("--es-username", envvar=_ENV.format("ES_USERNAME"), show_envvar=True, help="Basic-auth user for Elasticsearch.")
 @click.option("--es-password", envvar=_ENV.format("ES_PASSWORD"), show_envvar=True, help="Its password (prefer the variable: flags show in `ps`).")
 @click.option("--es-api-key", envvar=_ENV.format("ES_API_KEY"), show_envvar=True, help="Encoded API key for Elasticsearch, instead of a user.")
 @click.option("--kibana-username", envvar=_ENV.format("KIBANA_USERNAME"), show_envvar=True, help="Kibana user (default: the Elasticsearch one).")
 @click.option("--kibana-password", envvar=_ENV.format("KIBANA_PASSWORD"), show_envvar=True, help="Its password.")
 @click.option("--kibana-api-key", envvar=_ENV.format("KIBANA_API_KEY"), show_envvar=True, help="Encoded API key for Kibana.")
-@click.option("--ca-certs", type=click.Path(exists=True, dir_okay=False), envvar=_ENV.format("CA_CERTS"), show_envvar=True, help="CA bundle for HTTPS to both.")
+@click.option("--es-ca", type=click.Path(exists=True, dir_okay=False), envvar=_ENV.format("ES_CA"), show_envvar=True, help="CA bundle (PEM) for HTTPS to Elasticsearch.")
+@click.option("--kibana-ca", type=click.Path(exists=True, dir_okay=False), envvar=_ENV.format("KIBANA_CA"), show_envvar=True, help="CA bundle for Kibana (default: --es-ca).")
 @click.option("--kibana-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="Seconds to wait for Kibana to be available.")
 def setup(
     es_url: str,
@@ -54,7 +55,8 @@ def setup(
     kibana_username: str | None,
     kibana_password: str | None,
     kibana_api_key: str | None,
-    ca_certs: str | None,
+    es_ca: str | None,
+    kibana_ca: str | None,
     kibana_timeout: float,
 ) -> None:
     """Install hvdlog's Elasticsearch templates, ILM policy and data streams, and its Kibana objects."""
@@ -73,9 +75,9 @@ def setup(
 
     console = Console(stderr=True, highlight=False)
     try:
-        counts = _install_elasticsearch(console, es_url, namespace, replicas, retention_days, es_username, es_password, es_api_key, ca_certs)
+        counts = _install_elasticsearch(console, es_url, namespace, replicas, retention_days, es_username, es_password, es_api_key, es_ca)
         if kibana_url:
-            _import_kibana(console, kibana_url, kibana_username, kibana_password, kibana_api_key, ca_certs, kibana_timeout)
+            _import_kibana(console, kibana_url, kibana_username, kibana_password, kibana_api_key, kibana_ca or es_ca, kibana_timeout)
     except SetupError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise SystemExit(2) from None

@@ -40,51 +40,58 @@ class Step:
     note: str = ""
 
 
+def _error_text(body: Any) -> str:
+    """The reason in an Elasticsearch error body (``{"error": {"reason": ...}}`` or ``{"error": "..."}``)."""
+    error = body.get("error", body) if isinstance(body, Mapping) else body
+    if isinstance(error, Mapping):
+        return str(error.get("reason") or error.get("type") or error)
+    return str(error)
+
+
 def _reason(exc: Exception) -> str:
-    """The server's own reason from an ApiError body, else the exception text."""
+    """The server's own reason from an ApiError, else the exception text."""
     body = getattr(exc, "body", None)
-    if isinstance(body, Mapping):
-        error = body.get("error")
-        if isinstance(error, Mapping):
-            return str(error.get("reason") or error.get("type") or error)
-        if error:
-            return str(error)
-    return str(getattr(exc, "message", None) or exc)
+    return _error_text(body) if body else str(getattr(exc, "message", None) or exc)
+
+
+def _sentence(exc: Exception, url: str, doing: str) -> str:
+    """What a client exception means for the user, in one sentence (credentials are never in it)."""
+    import elastic_transport
+    import elasticsearch
+
+    if isinstance(exc, elasticsearch.AuthenticationException):
+        return (
+            f"Elasticsearch at {url} rejected the credentials (401) while {doing}: check --es-username/--es-password"
+            " or --es-api-key (or HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD/HVDLOG_ES_API_KEY)."
+        )
+    if isinstance(exc, elasticsearch.AuthorizationException):
+        return f"Elasticsearch at {url} refused {doing} (403: {_reason(exc)}): the user needs {_PRIVILEGES}."
+    if isinstance(exc, elasticsearch.UnsupportedProductError):
+        return f"the server at {url} is not an Elasticsearch 8 that the client accepts ({exc}); hvdlog needs 8.x."
+    if isinstance(exc, elastic_transport.TlsError):
+        return f"TLS with Elasticsearch at {url} failed ({exc}): pass its CA with --es-ca (HVDLOG_ES_CA)."
+    if isinstance(exc, elastic_transport.ConnectionError):
+        return f"cannot reach Elasticsearch at {url}: is it running, and are the scheme, host and port right? ({exc.message})"
+    if isinstance(exc, elasticsearch.ApiError):
+        return f"Elasticsearch at {url} refused {doing} ({exc.meta.status}: {_reason(exc)})."
+    return f"Elasticsearch at {url} failed while {doing}: {exc}"
 
 
 @contextmanager
 def es_errors(url: str, doing: str) -> Iterator[None]:
-    """Turn client exceptions into :class:`SetupError` sentences (never showing credentials)."""
+    """Turn client exceptions into :class:`SetupError` sentences."""
     import elastic_transport
     import elasticsearch
 
     try:
         yield
-    except elasticsearch.AuthenticationException as exc:
-        raise SetupError(
-            f"Elasticsearch at {url} rejected the credentials (401) while {doing}: check --es-username/--es-password"
-            " or --es-api-key (or HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD/HVDLOG_ES_API_KEY)."
-        ) from exc
-    except elasticsearch.AuthorizationException as exc:
-        raise SetupError(
-            f"Elasticsearch at {url} refused {doing} (403: {_reason(exc)}): the user needs {_PRIVILEGES}."
-        ) from exc
-    except elasticsearch.UnsupportedProductError as exc:
-        raise SetupError(f"the server at {url} is not an Elasticsearch 8 that the client accepts ({exc}); hvdlog needs 8.x.") from exc
-    except elastic_transport.TlsError as exc:
-        raise SetupError(f"TLS with Elasticsearch at {url} failed ({exc}): pass its CA with --ca-certs.") from exc
-    except elastic_transport.ConnectionError as exc:
-        raise SetupError(
-            f"cannot reach Elasticsearch at {url}: is it running, and are the scheme, host and port right? ({exc.message})"
-        ) from exc
-    except elasticsearch.ApiError as exc:
-        raise SetupError(f"Elasticsearch at {url} refused {doing} ({exc.meta.status}: {_reason(exc)}).") from exc
+    except (elasticsearch.ApiError, elasticsearch.UnsupportedProductError, elastic_transport.TransportError) as exc:
+        raise SetupError(_sentence(exc, url, doing)) from exc
 
 
 def _missing_api(body: Any) -> bool:
     """True when an error body says the REST endpoint itself does not exist (module not installed)."""
-    error = body.get("error") if isinstance(body, Mapping) else body
-    text = str(error.get("reason") if isinstance(error, Mapping) else error)
+    text = _error_text(body)
     return "no handler found" in text or "Incorrect HTTP method" in text
 
 

@@ -89,8 +89,11 @@ def component_templates(replicas: int = DEFAULT_REPLICAS, policy: str = ILM_POLI
             "_meta": {**_META, "description": "hvdlog: field contract of hvdlog/fields.py"},
         },
         COMPONENT_SETTINGS: {
-            "template": {"settings": {"index": {"number_of_shards": "1", "number_of_replicas": str(replicas)}}},
-            "_meta": {**_META, "description": "hvdlog: shards and replicas"},
+            # ignore_malformed, as Elastic's logs@settings does: a bad value (rank "n/a") loses that
+            # field (listed in _ignored), never the event.
+            "template": {"settings": {"index": {"number_of_shards": "1", "number_of_replicas": str(replicas),
+                                                "mapping": {"ignore_malformed": "true"}}}},
+            "_meta": {**_META, "description": "hvdlog: shards, replicas, keep events with malformed values"},
         },
         COMPONENT_LIFECYCLE: {
             "template": {"settings": {"index": {"lifecycle": {"name": policy}}}},
