@@ -58,15 +58,20 @@ def grep(
         docs = _last(run, spec, last)
     else:
         docs = run.documents(spec=spec)
-    collapse = not (run.as_json or no_dedupe)
-    groups = dedupe(docs, window) if collapse else (Group(doc, {doc["rank"]} if isinstance(doc.get("rank"), int) else set()) for doc in docs)
     found = False
-    for group in groups:
-        found = True
-        printer.event(group)
+    if run.as_json:
+        for doc in docs:
+            found = True
+            printer.json(doc)
+    else:
+        groups = (Group(doc, {doc["rank"]} if isinstance(doc.get("rank"), int) else set()) for doc in docs)
+        for group in groups if no_dedupe else dedupe(docs, window):
+            found = True
+            printer.event(group)
+    printer.flush()
     if follow:
-        printer.stream.flush()
         _follow(run, spec, interval, printer)
+    printer.flush()
     run.exit(found)
 
 
@@ -91,6 +96,6 @@ def _follow(run: Run, spec, interval: float, printer: Printer) -> None:  # type:
     try:
         for doc in run.sources[0].follow(spec, interval):
             printer.event(Group(doc, {doc["rank"]} if isinstance(doc.get("rank"), int) else set()))
-            printer.stream.flush()
+            printer.flush()
     except KeyboardInterrupt:
         pass

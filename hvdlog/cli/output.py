@@ -92,6 +92,8 @@ class Printer:
         self.as_json = as_json
         self.color = (self.stream.isatty() if color is None else color) and not as_json
         self._console: Any = None
+        # Text written so far must precede the bytes: flush it, then write bytes to the buffer.
+        self._binary = getattr(self.stream, "buffer", None) if as_json else None
         if self.color:
             from rich.console import Console
 
@@ -99,8 +101,18 @@ class Printer:
             self.color = self._console.is_terminal or color is True
 
     def json(self, value: Any) -> None:
-        """One JSON document per line."""
-        self.stream.write(orjson.dumps(value, default=str).decode() + "\n")
+        """One JSON document per line (bytes straight to the binary stream when there is one)."""
+        line = orjson.dumps(value, default=str, option=orjson.OPT_APPEND_NEWLINE)
+        if self._binary is not None:
+            self._binary.write(line)
+        else:
+            self.stream.write(line.decode())
+
+    def flush(self) -> None:
+        """Push buffered output (before a --follow wait, and at the end)."""
+        if self._binary is not None:
+            self._binary.flush()
+        self.stream.flush()
 
     def text(self, line: str, style: str | None = None) -> None:
         """A free-form line (styled only when colour is on)."""

@@ -16,6 +16,7 @@ Two shortcuts keep ``grep --rank R --level error`` fast on big trees, both exact
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import time
@@ -79,7 +80,7 @@ def _needles(spec: Filter) -> tuple[list[bytes], bytes | None]:
     return levels, literal
 
 
-def _candidate_lines(data: bytes, levels: Sequence[bytes], literal: bytes | None) -> list[bytes]:
+def _candidate_lines(data: bytes | mmap.mmap, levels: Sequence[bytes], literal: bytes | None) -> list[bytes]:
     """Lines of ``data`` containing one of ``levels`` (or ``literal`` when no levels) — found by ``find``."""
     scan = list(levels) or [literal]  # type: ignore[list-item]
     starts: set[int] = set()
@@ -129,7 +130,11 @@ class FileSource:
     def _read(self, path: Path, spec: Filter) -> Iterator[Document]:
         levels, literal = _needles(spec) if path.name.endswith(".jsonl") or ".jsonl." in path.name else ([], None)
         if levels or literal:
-            lines = _candidate_lines(path.read_bytes(), levels, literal)
+            with open(path, "rb") as handle:
+                if os.fstat(handle.fileno()).st_size == 0:
+                    return
+                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    lines = _candidate_lines(data, levels, literal)
             yield from parse_lines(lines, path=str(path), timezone=self.timezone)
         else:
             with open(path, "rb") as handle:
@@ -157,11 +162,10 @@ class FileSource:
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every match (or the ``last`` N), sorted by time then rank."""
         files = self._files(spec)
-        if last is not None:
-            docs: Iterable[Document] = deque(sorted(self._matches(files, spec), key=sort_key), maxlen=last)
-        else:
-            docs = sorted(self._matches(files, spec), key=sort_key)
-        yield from docs
+        # (key, input index, doc): the unique index keeps the sort stable and never compares documents.
+        keyed = sorted((sort_key(doc), index, doc) for index, doc in enumerate(self._matches(files, spec)))
+        docs = (doc for _, _, doc in keyed)
+        yield from deque(docs, maxlen=last) if last is not None else docs
 
     def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
         """Lines appended from now on (new files included), parsed and filtered, batch by batch."""

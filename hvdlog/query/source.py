@@ -10,7 +10,7 @@ reports it through ``on_warning`` and goes on.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from hvdlog.documents import Document
@@ -54,8 +54,8 @@ def _guarded(source: Source, stream: Iterator[Document], failures: list[str], wa
 
 
 def merged(
-    sources: Iterable[Source], spec: Filter, failures: list[str], warn: Warn = stderr_warn
+    sources: Sequence[Source], spec: Filter, failures: list[str], warn: Warn = stderr_warn
 ) -> Iterator[Document]:
     """All sources' matches in one sorted stream; a failing source is reported, the rest kept."""
     streams = [_guarded(source, source.search(spec), failures, warn) for source in sources]
-    return heapq.merge(*streams, key=sort_key)
+    return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=sort_key)

@@ -23,6 +23,7 @@ Semantics:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ __all__ = [
 #: The fields a PATTERN is searched in.
 PATTERN_FIELDS: Final = ("message", "error.message", "error.stack_trace")
 
+_CANONICAL: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\Z")
 _RELATIVE: Final = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -110,12 +112,20 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
+@functools.lru_cache(maxsize=4096)
+def _minute_millis(prefix: str) -> int:
+    """Epoch ms of a ``YYYY-MM-DDTHH:MM`` UTC prefix (cached: a log spans few minutes)."""
+    return int(datetime.fromisoformat(prefix).replace(tzinfo=timezone.utc).timestamp()) * 1000
+
+
 def timestamp_millis(value: object) -> int | None:
     """Milliseconds since the epoch of an ``@timestamp`` value (ISO string or epoch millis)."""
     if isinstance(value, (int, float)):
         return int(value)
     if not isinstance(value, str):
         return None
+    if _CANONICAL.match(value):  # our writer's form: 2026-11-29T15:47:55.123456Z, the hot path
+        return _minute_millis(value[:16]) + int(value[17:19]) * 1000 + int(value[20:-1][:3].ljust(3, "0"))
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -149,7 +159,7 @@ class Condition:
     def matches(self, doc: Mapping[str, Any]) -> bool:
         """True when the document satisfies this clause."""
         if self.min_level is not None:
-            return level_at_least(str(get_field(doc, "log.level") or "info"), self.min_level)
+            return level_at_least(_level(doc), self.min_level)
         value = get_field(doc, self.field)
         if not self.values:
             return value is not None
@@ -198,7 +208,7 @@ class Filter:
         """The definition of a match, shared by every source."""
         if self.ranks is not None and doc.get("rank") not in self.ranks:
             return False
-        if self.min_level is not None and not level_at_least(str(get_field(doc, "log.level") or "info"), self.min_level):
+        if self.min_level is not None and not level_at_least(_level(doc), self.min_level):
             return False
         if self.jobs and doc.get("job") not in self.jobs:
             return False
@@ -219,6 +229,13 @@ class Filter:
         ):
             return False
         return not self.any_of or any(condition.matches(doc) for condition in self.any_of)
+
+
+def _level(doc: Mapping[str, Any]) -> str:
+    """``log.level`` of a nested document (the hot path), else via get_field; missing is info."""
+    log = doc.get("log")
+    level = log.get("level") if isinstance(log, dict) else get_field(doc, "log.level")
+    return level if isinstance(level, str) else "info"
 
 
 def _in_range(value: object, low: int | None, high: int | None) -> bool:
