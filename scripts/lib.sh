@@ -7,6 +7,7 @@ TORCH_VERSION="${HVDLOG_TORCH_VERSION:-2.15.0}"
 HOROVOD_VERSION="0.28.1"
 ELASTICSEARCH_VERSION="8.19.21"
 MUSTACHE_VERSION="v0.5.3"
+JRUBY_VERSION="9.4.13.0"  # the JRuby line Logstash 8.19 embeds (tests run its ruby filter)
 
 # Caches live outside the clone so a fresh clone (CI) reuses them.
 HVDLOG_CACHE="${HVDLOG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdlog}"
