@@ -13,9 +13,6 @@ import click
 
 __all__ = ["parse"]
 
-#: Documents written per write() call: one call per document costs more than the parsing.
-_BATCH = 512
-
 
 @click.command("parse")
 @click.argument("paths", nargs=-1, type=click.Path(allow_dash=True))
@@ -36,18 +33,14 @@ def parse(paths: tuple[str, ...], timezone: str | None, chatter: str, size: int 
         documents = parse_paths(paths or ("-",), timezone=timezone, chatter=chatter_setting, size=size)
         written = unparsed = 0
         out = sys.stdout.buffer
-        dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-        batch: list[bytes] = []
+        write, dumps, newline = out.write, orjson.dumps, orjson.OPT_APPEND_NEWLINE
         for doc in documents:
-            batch.append(dumps(doc, option=newline))
+            # one small write per document into the buffered stream: joining batches of
+            # them costs more (large allocations)
+            write(dumps(doc, option=newline))
+            written += 1
             if "tags" in doc and PARSE_FAILURE_TAG in doc["tags"]:
                 unparsed += 1
-            if len(batch) == _BATCH:
-                out.write(b"".join(batch))
-                written += len(batch)
-                batch.clear()
-        out.write(b"".join(batch))
-        written += len(batch)
         out.flush()
     except (OSError, ValueError) as error:
         click.echo(f"hvdlog parse: {error}", err=True)
