@@ -136,3 +136,43 @@ def test_default_index_pattern_reads_the_data_stream(indexed: Corpus, es_url: st
     code, from_es, err = _run("grep", "--json", "--level", "warning", "--es", es_url)
     assert code == 0, err
     _same(from_files, from_es)
+
+
+def test_follow_on_elasticsearch(indexed: Corpus, es_url: str) -> None:
+    """grep -f --es prints an event indexed after it started."""
+    import subprocess
+    import sys
+    import threading
+    import time
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    from elasticsearch import Elasticsearch
+
+    exe = Path(sys.executable).with_name("hvdlog")
+    command = [str(exe), "grep", "-f", "--interval", "0.3", "--json", "late es event", "--es", es_url, "--index", INDEX]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    created = None
+    try:
+        time.sleep(2.0)
+        now = datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+        with Elasticsearch(es_url) as es:
+            document = {"@timestamp": now, "message": "late es event", "rank": 5, "log": {"level": "info"}}
+            created = es.index(index=INDEX, document=document, refresh=True)["_id"]
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(process.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(20)
+        assert box and json.loads(box[0])["rank"] == 5, process.stderr
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if created is not None:  # the other tests compare this index with the files
+            with Elasticsearch(es_url) as es:
+                es.delete(index=INDEX, id=created, refresh=True)
+
+
+def test_unknown_index_warns_and_finds_nothing(indexed: Corpus, es_url: str) -> None:
+    """A mistyped --index is not silent: exit 1 and a warning naming it."""
+    code, docs, err = _run("grep", "x", "--es", es_url, "--index", "no-such-index")
+    assert (code, docs) == (1, []) and "no index matches 'no-such-index'" in err

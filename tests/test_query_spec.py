@@ -142,3 +142,30 @@ def test_one_line_of_a_traceback() -> None:
     doc = {"message": "Traceback (most recent call last):\n  File x\nValueError: bad", "error": {"type": "ValueError", "message": "bad"}}
     assert one_line(doc) == "ValueError: bad"
     assert one_line({"message": "a\nb\nc"}) == "a [+2 lines]"
+
+
+class TestPrinter:
+    def _line(self, color: bool | None, tty: bool = False) -> str:
+        import io
+
+        from hvdlog.cli.output import Group, Printer
+
+        class Stream(io.StringIO):
+            def isatty(self) -> bool:
+                return tty
+
+        stream = Stream()
+        doc = _doc(3, "2026-01-01T00:00:00.5Z", "boom", level="error", step=7)
+        Printer(as_json=False, color=color, stream=stream).event(Group(doc, {3}))
+        return stream.getvalue()
+
+    def test_plain_when_not_a_terminal(self) -> None:
+        """A pipe gets plain columns: time, rank, level, step, message."""
+        assert self._line(None).split() == ["2026-01-01", "00:00:00.500", "rank", "3", "ERROR", "step", "7", "boom"]
+
+    def test_colour_on_a_terminal_unless_no_color(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A terminal gets ANSI colour; NO_COLOR turns it off; --color forces it back on."""
+        assert "\x1b[" in self._line(None, tty=True)
+        monkeypatch.setenv("NO_COLOR", "1")
+        assert "\x1b[" not in self._line(None, tty=True)
+        assert "\x1b[" in self._line(True)

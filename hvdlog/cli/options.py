@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from hvdlog.documents import Document
+from hvdlog.query.es import DEFAULT_INDEX, ElasticsearchSource
 from hvdlog.query.source import Source, SourceError, merged
 from hvdlog.query.spec import Condition, Filter, FilterError, parse_ranks, parse_steps, parse_time
 
@@ -74,9 +75,7 @@ def build_sources(paths: Sequence[str], es_urls: Sequence[str], index: str, time
 
         sources.append(FileSource(paths, timezone=tz, warn=_warn))
     for url in es_urls:
-        from hvdlog.query.es import ElasticsearchSource
-
-        sources.append(ElasticsearchSource(url, index=index, timeout=timeout))
+        sources.append(ElasticsearchSource(url, index=index, timeout=timeout, warn=_warn))
     if not sources:
         fail("nothing to read: give log files or directories, or --es URL")
     return sources
@@ -114,16 +113,16 @@ def split_pattern(args: Sequence[str], explicit: str | None) -> tuple[str | None
 def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the shared options; the command receives ``run: Run`` plus its own options."""
 
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON documents, one per line.")
-    @click.option("--tz", default=None, help="Time zone of native Horovod timestamps (they have none); default UTC.")
-    @click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds to wait for Elasticsearch.")
-    @click.option("--index", default="logs-horovod.*-*", show_default=True, help="Index pattern on Elasticsearch.")
-    @click.option("--es", "es_urls", multiple=True, metavar="URL", help="Read from Elasticsearch at URL (credentials: HVDLOG_ES_* env).")
-    @click.option("--until", metavar="T", help="Only events at or before T (ISO 8601, or an age like 10m).")
-    @click.option("--since", metavar="T", help="Only events at or after T (ISO 8601, or an age like 2h).")
-    @click.option("--host", multiple=True, metavar="H", help="Only this host (repeatable).")
-    @click.option("--job", multiple=True, metavar="J", help="Only this job id (repeatable).")
     @click.option("--rank", metavar="RANKS", help="Only these ranks, e.g. 0,3,8-15.")
+    @click.option("--job", multiple=True, metavar="J", help="Only this job id (repeatable).")
+    @click.option("--host", multiple=True, metavar="H", help="Only this host (repeatable).")
+    @click.option("--since", metavar="T", help="Only events at or after T (ISO 8601, or an age like 2h).")
+    @click.option("--until", metavar="T", help="Only events at or before T (ISO 8601, or an age like 10m).")
+    @click.option("--es", "es_urls", multiple=True, metavar="URL", help="Read from Elasticsearch at URL (credentials: HVDLOG_ES_* env).")
+    @click.option("--index", default=DEFAULT_INDEX, show_default=True, help="Index pattern on Elasticsearch.")
+    @click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds to wait for Elasticsearch.")
+    @click.option("--tz", default=None, help="Time zone of native Horovod timestamps (they have none); default: this machine's zone.")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON documents, one per line.")
     @functools.wraps(command)
     def wrapper(**options: Any) -> Any:
         if "args" in options:  # grep: [PATTERN] [PATH...]

@@ -9,7 +9,9 @@ rich is imported only when colour is on.
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -76,12 +78,12 @@ def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
 
 
 def format_time(value: object) -> str:
-    """``2026-11-29 15:47:55.123`` (UTC) from an ``@timestamp``."""
-    if isinstance(value, str) and len(value) >= 19:
-        text = value.replace("T", " ")
-        return text[:23] if len(text) >= 23 and text[19] == "." else text[:19]
+    """``2026-11-29 15:47:55.123`` (UTC) from an ``@timestamp``; ``-`` when there is none."""
     millis = timestamp_millis(value)
-    return str(millis) if millis is not None else "-"
+    if millis is None:
+        return "-"
+    seconds, rest = divmod(millis, 1000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}"
 
 
 class Printer:
@@ -90,15 +92,16 @@ class Printer:
     def __init__(self, *, as_json: bool, color: bool | None = None, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.as_json = as_json
-        self.color = (self.stream.isatty() if color is None else color) and not as_json
+        auto = self.stream.isatty() and not os.environ.get("NO_COLOR")  # https://no-color.org
+        self.color = (auto if color is None else color) and not as_json
         self._console: Any = None
-        # Text written so far must precede the bytes: flush it, then write bytes to the buffer.
+        # NDJSON goes to the binary buffer when there is one (orjson gives bytes).
         self._binary = getattr(self.stream, "buffer", None) if as_json else None
         if self.color:
             from rich.console import Console
 
-            self._console = Console(file=self.stream, highlight=False, soft_wrap=True)
-            self.color = self._console.is_terminal or color is True
+            # force_terminal: --color on a pipe still colours (and overrides NO_COLOR, like jc's -C).
+            self._console = Console(file=self.stream, highlight=False, soft_wrap=True, force_terminal=True, no_color=False)
 
     def json(self, value: Any) -> None:
         """One JSON document per line (bytes straight to the binary stream when there is one)."""

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from hvdlog.documents import Document
 from hvdlog.query.es_query import SORT, to_query
-from hvdlog.query.source import SourceError
+from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter, sort_key
 
 __all__ = ["DEFAULT_INDEX", "ElasticsearchSource"]
@@ -32,8 +32,11 @@ _DESC: Final = [{key: {**value, "order": "desc", "missing": "_last"}} for item i
 class ElasticsearchSource:
     """One Elasticsearch cluster (and index pattern) as a :class:`~hvdlog.query.source.Source`."""
 
-    def __init__(self, url: str, *, index: str = DEFAULT_INDEX, timeout: float = 10.0, page_size: int = 2000) -> None:
+    def __init__(
+        self, url: str, *, index: str = DEFAULT_INDEX, timeout: float = 10.0, page_size: int = 2000, warn: Warn = stderr_warn
+    ) -> None:
         self.url = url
+        self.warn = warn
         self.index = index
         self.timeout = timeout
         self.page_size = page_size
@@ -75,7 +78,10 @@ class ElasticsearchSource:
     def _pages(self, query: dict[str, Any], sort: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         es = self._client()
         with self._errors():
-            pit = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)["id"]
+            opened = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)
+        pit = opened["id"]
+        if not opened.get("_shards", {}).get("total", 1):
+            self.warn(f"{self.label}: no index matches {self.index!r} (check --index)")
         try:
             after = None
             while True:
