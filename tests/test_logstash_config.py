@@ -4,7 +4,6 @@ are the pattern file's."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from corpus.tools_required import installed
 from hvdlog.fields import DATASETS
 from hvdlog.parse.patterns import load_definitions
 
@@ -23,10 +23,7 @@ PIPELINES = yaml.safe_load((LOGSTASH / "pipelines.yml").read_text(encoding="utf-
 @pytest.fixture(name="mustache", scope="module")
 def fixture_mustache() -> str:
     """The mustache binary that scripts/install-mustache.sh built."""
-    path = os.environ.get("HVDLOG_MUSTACHE")
-    if not path or not Path(path).is_file():
-        pytest.fail(f"mustache not found (HVDLOG_MUSTACHE={path!r}): run scripts/setup.sh (scripts/install-mustache.sh)")
-    return path
+    return installed("HVDLOG_MUSTACHE", "mustache", "install-mustache.sh")
 
 
 class TestMustache:

@@ -10,7 +10,6 @@ earlier filters leave them (tags removed, core line parsed, block kept in @metad
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from corpus.cases import cases
+from corpus.tools_required import installed
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse.patterns import PATTERN_FILE, compile_pattern
 
@@ -74,10 +74,7 @@ def _actual(event: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(name="jruby", scope="module")
 def fixture_jruby() -> str:
     """jruby-complete.jar from scripts/install-jruby.sh."""
-    path = os.environ.get("HVDLOG_JRUBY")
-    if not path or not Path(path).is_file():
-        pytest.fail(f"jruby-complete.jar not found (HVDLOG_JRUBY={path!r}): run scripts/setup.sh (scripts/install-jruby.sh)")
-    return path
+    return installed("HVDLOG_JRUBY", "jruby-complete.jar", "install-jruby.sh")
 
 
 def test_ruby_filter_matches_the_goldens(jruby: str) -> None:
