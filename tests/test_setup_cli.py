@@ -246,6 +246,14 @@ class TestKibanaRequests:
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert all(method == "GET" for method, *_ in kibana.requests)
 
+    def test_degraded_kibana_with_saved_objects_available(self, es_url: str, kibana: _RecordingServer) -> None:
+        """A Kibana kept "degraded" by some plugin, whose saved-objects service is available, gets the import."""
+        degraded = {"level": "degraded"}
+        kibana.statuses = [(200, {"version": {"number": "8.19.0"}, "status": {"overall": degraded, "core": {"savedObjects": {"level": "available"}}}})]
+        result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
+        assert result.returncode == 0, result.stderr
+        assert [method for method, *_ in kibana.requests] == ["GET", "POST"]
+
     def test_import_errors_fail(self, es_url: str, kibana: _RecordingServer) -> None:
         """An import that reports per-object errors (HTTP 200, success false) is a failure naming the objects."""
         kibana.import_reply = {
