@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +53,20 @@ class TestCli:
         for doc in printed:
             doc["log"]["file"]["path"] = case.config["path"]
         assert printed == case.expected()
+
+    def test_output_filename_tree(self, tmp_path) -> None:  # noqa: ANN001
+        """A horovodrun --output-filename tree given as a directory is walked, rank from the path."""
+        from hvdlog.parse import parse_paths
+
+        expected = []
+        for case in CASES:
+            if "tree" in case.log.stem:
+                target = tmp_path / case.config["path"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(case.log.read_bytes())
+                expected.extend(json.dumps(doc, sort_keys=True) for doc in case.expected())
+        docs = []
+        for doc in parse_paths([tmp_path], timezone="UTC"):
+            doc["log"]["file"]["path"] = str(Path(doc["log"]["file"]["path"]).relative_to(tmp_path))
+            docs.append(json.dumps(doc, sort_keys=True))
+        assert len(expected) > 50 and sorted(docs) == sorted(expected)

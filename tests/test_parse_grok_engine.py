@@ -82,7 +82,7 @@ def _texts() -> dict[str, set[str]]:
 def _run_engine(classpath: str, requests: list[tuple[str, str]]) -> list[dict[str, Any]]:
     stdin = "".join(f"{name}\t{base64.b64encode(text.encode()).decode()}\n" for name, text in requests)
     result = subprocess.run(
-        [_tool("java"), "-cp", classpath, "GrokHarness", str(PATTERN_FILE), "disabled"],
+        [_tool("java"), "-cp", classpath, "GrokHarness", str(PATTERN_FILE), "v1"],  # ECS mode as in logstash.yml
         input=stdin.encode(), capture_output=True, check=False, timeout=120,
     )
     assert result.returncode == 0, result.stderr.decode()
