@@ -35,9 +35,13 @@ __all__ = [
     "WELL_KNOWN_PASSWORDS",
     "ProvisionError",
     "check_passwords",
+    "connect",
+    "ensure_pkcs8",
     "load_roles",
     "pkcs1_to_pkcs8",
     "provision",
+    "put_security",
+    "run_hvdlog_setup",
 ]
 
 ROLES_DIR: Final = Path(__file__).resolve().parent / "roles"
@@ -174,17 +178,9 @@ def wait_for_elasticsearch(url: str, context: ssl.SSLContext, password: str, tim
     raise ProvisionError(f"Elasticsearch at {url} did not answer within {timeout:.0f} s ({reason}): is it running and healthy?")
 
 
-def provision(env: Mapping[str, str]) -> None:
-    """All the steps, in order; raises ProvisionError with the first thing to fix."""
-    problems = check_passwords(env)
-    if problems:
-        raise ProvisionError("refusing to set up the stack:\n  " + "\n  ".join(problems))
-    if certs := env.get("CERTS_DIR"):
-        ensure_pkcs8(Path(certs))
-    url = env.get("ELASTICSEARCH_HOSTS", "https://elasticsearch:9200").split(",")[0].strip().rstrip("/")
-    context = _ssl_context(env.get("ELASTICSEARCH_CA", "/certs/ca/ca.crt"))
+def put_security(url: str, context: ssl.SSLContext, env: Mapping[str, str]) -> None:
+    """Roles from setup/roles, our users, and the kibana_system password (all create-or-update)."""
     password = env["ELASTIC_PASSWORD"]
-    wait_for_elasticsearch(url, context, password, float(env.get("SETUP_WAIT_SECONDS", "300")))
     for name, body in load_roles().items():
         _request("PUT", f"{url}/_security/role/{name}", context, password, body)
         print(f"==> role {name}", file=sys.stderr)
@@ -193,19 +189,50 @@ def provision(env: Mapping[str, str]) -> None:
         print(f"==> user {user} ({', '.join(roles)})", file=sys.stderr)
     _request("POST", f"{url}/_security/user/kibana_system/_password", context, password, {"password": env["KIBANA_SYSTEM_PASSWORD"]})
     print("==> password of kibana_system", file=sys.stderr)
-    command = ["hvdlog", "setup", "--es", url]
-    if kibana := env.get("KIBANA_URL"):
-        command += ["--kibana", kibana]
+
+
+def run_hvdlog_setup(url: str, env: Mapping[str, str]) -> None:
+    """`hvdlog setup` as elastic: templates, ILM, data streams and (with KIBANA_URL) Kibana objects."""
+    command = [
+        "hvdlog", "setup", "--es", url,
+        "--namespace", env.get("HVDLOG_NAMESPACE", "default"),
+        "--replicas", env.get("HVDLOG_REPLICAS", "0"),
+        "--retention-days", env.get("HVDLOG_RETENTION_DAYS", "14"),
+    ]
     # Credentials travel in the environment, never on the command line (ps shows it).
     child_env = {
         **env,
         "HVDLOG_ES_USERNAME": "elastic",
-        "HVDLOG_ES_PASSWORD": password,
+        "HVDLOG_ES_PASSWORD": env["ELASTIC_PASSWORD"],
         "HVDLOG_ES_CA": env.get("ELASTICSEARCH_CA", "/certs/ca/ca.crt"),
     }
+    if kibana := env.get("KIBANA_URL"):
+        command += ["--kibana", kibana]
+        # Kibana's certificate is always ours, while an external Elasticsearch has its own CA.
+        child_env["HVDLOG_KIBANA_CA"] = env.get("KIBANA_CA", "/certs/ca/ca.crt")
     print(f"==> {' '.join(command)}", file=sys.stderr)
     if subprocess.run(command, env=child_env, check=False).returncode != 0:
         raise ProvisionError("`hvdlog setup` failed (its message is above): templates or Kibana objects are missing")
+
+
+def connect(env: Mapping[str, str]) -> tuple[str, ssl.SSLContext]:
+    """The Elasticsearch URL and TLS context from the environment, once it answers as elastic."""
+    url = env.get("ELASTICSEARCH_HOSTS", "https://elasticsearch:9200").split(",")[0].strip().rstrip("/")
+    context = _ssl_context(env.get("ELASTICSEARCH_CA", "/certs/ca/ca.crt"))
+    wait_for_elasticsearch(url, context, env["ELASTIC_PASSWORD"], float(env.get("SETUP_WAIT_SECONDS", "300")))
+    return url, context
+
+
+def provision(env: Mapping[str, str]) -> None:
+    """All the steps, in order; raises ProvisionError with the first thing to fix."""
+    problems = check_passwords(env)
+    if problems:
+        raise ProvisionError("refusing to set up the stack:\n  " + "\n  ".join(problems))
+    if certs := env.get("CERTS_DIR"):
+        ensure_pkcs8(Path(certs))
+    url, context = connect(env)
+    put_security(url, context, env)
+    run_hvdlog_setup(url, env)
 
 
 def main() -> int:

@@ -20,6 +20,7 @@ import ssl
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -405,3 +406,109 @@ class TestTlsAgreement:
         subject = dict(item for rdn in good[0]["subject"] for item in rdn)
         assert subject["commonName"] == "filebeat"
         assert re.search(r"TLS\.\.\.\s*\n(.*\n)*?\s*handshake\.\.\. OK", result.stdout), result.stdout
+
+
+@pytest.fixture(name="secured_es", scope="module")
+def fixture_secured_es(certs: Path) -> Iterator[Any]:
+    """A real Elasticsearch with security and TLS on, the certs the certs service made, and
+    setup/roles/*.json with the setup's users (file realm: see the harness's docstring)."""
+    from harness.secured_elasticsearch import SecuredElasticsearchServer
+
+    provision = _provision_module()
+    users = {user: (FILLED_ENV[variable], roles) for user, (variable, roles) in provision.USERS.items()}
+    with SecuredElasticsearchServer(certs, FILLED_ENV["ELASTIC_PASSWORD"], provision.load_roles(), users) as server:
+        yield server
+
+
+@pytest.fixture(name="provisioned", scope="module")
+def fixture_provisioned(secured_es: Any, certs: Path) -> dict[str, str]:
+    """The setup service's steps that this server supports, run for real: wait for ES as
+    elastic over TLS, then `hvdlog setup` (twice: it must be idempotent)."""
+    env = {
+        **os.environ,
+        **FILLED_ENV,
+        "CERTS_DIR": str(certs),
+        "ELASTICSEARCH_HOSTS": secured_es.url,
+        "ELASTICSEARCH_CA": str(certs / "ca" / "ca.crt"),
+        "KIBANA_URL": "",
+        "SETUP_WAIT_SECONDS": "60",
+    }
+    provision = _provision_module()
+    url, _ = provision.connect(env)
+    provision.run_hvdlog_setup(url, env)
+    provision.run_hvdlog_setup(url, env)
+    return env
+
+
+def _client(url: str, certs: Path, user: str, password: str) -> Any:
+    from elasticsearch import Elasticsearch
+
+    return Elasticsearch(url, basic_auth=(user, password), ca_certs=str(certs / "ca" / "ca.crt"), request_timeout=30)
+
+
+@pytest.mark.elasticsearch
+class TestSetupService:
+    """setup/provision.py against a real secured Elasticsearch."""
+
+    def test_writer_is_least_privilege(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
+        """hvdlog_logstash creates documents in logs-horovod.* data streams, and nothing else."""
+        from elasticsearch import AuthorizationException
+
+        writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
+        doc = {"@timestamp": "2026-11-29T15:47:55.123Z", "message": "train step", "rank": 1, "step": 3, "log": {"level": "info"}}
+        created = writer.index(index="logs-horovod.app-default", document=doc, op_type="create", refresh=True)
+        assert created["result"] == "created"
+        for forbidden in (
+            lambda: writer.index(index="logs-other-default", document=doc, op_type="create"),
+            lambda: writer.index(index="secrets", document=doc),
+            lambda: writer.search(index="logs-horovod.app-default"),
+            lambda: writer.indices.delete(index="logs-horovod.app-default"),
+        ):
+            with pytest.raises(AuthorizationException):
+                forbidden()
+        writer.close()
+
+    def test_reader_reads_only(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
+        """hvdlog_reader finds what Logstash wrote and can change nothing."""
+        from elasticsearch import AuthorizationException
+
+        writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
+        writer.index(index="logs-horovod.app-default", document={"@timestamp": "2026-11-29T16:00:00Z", "message": "for the reader", "rank": 2}, op_type="create", refresh=True)
+        reader = _client(secured_es.url, certs, "hvdlog_reader", FILLED_ENV["HVDLOG_READER_PASSWORD"])
+        hits = reader.search(index="logs-horovod.*-*", query={"term": {"rank": 2}})["hits"]["hits"]
+        assert [h["_source"]["message"] for h in hits] == ["for the reader"]
+        with pytest.raises(AuthorizationException):
+            reader.index(index="logs-horovod.app-default", document={"@timestamp": "2026-11-29T16:00:00Z"}, op_type="create")
+        with pytest.raises(AuthorizationException):
+            reader.search(index=".security")
+        reader.close()
+        writer.close()
+
+    def test_templates_and_privilege_names(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
+        """`hvdlog setup` ran as elastic over TLS (rank mapped as integer), and every privilege
+        our roles name is one this Elasticsearch knows."""
+        admin = _client(secured_es.url, certs, "elastic", FILLED_ENV["ELASTIC_PASSWORD"])
+        writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
+        writer.index(index="logs-horovod.app-default", document={"@timestamp": "2026-11-29T16:00:00Z", "rank": 0}, op_type="create")
+        mapping = admin.indices.get_mapping(index="logs-horovod.app-default")
+        assert next(iter(mapping.values()))["mappings"]["properties"]["rank"]["type"] == "integer"
+        builtin = admin.security.get_builtin_privileges()
+        for name, role in _provision_module().load_roles().items():
+            assert set(role["cluster"]) <= set(builtin["cluster"]), name
+            for entry in role["indices"]:
+                assert set(entry["privileges"]) <= set(builtin["index"]), name
+        writer.close()
+        admin.close()
+
+    def test_wrong_elastic_password(self, provisioned: dict[str, str]) -> None:
+        """A changed ELASTIC_PASSWORD fails with the one sentence that explains the first-start rule."""
+        provision = _provision_module()
+        with pytest.raises(provision.ProvisionError, match="only applies on the first start"):
+            provision.connect({**provisioned, "ELASTIC_PASSWORD": "another-password-123"})
+
+    def test_weak_password_refused_before_any_request(self, certs: Path) -> None:
+        """Weak passwords stop the setup before it contacts anything (the URL is unreachable)."""
+        provision = _provision_module()
+        env = {**FILLED_ENV, "ELASTIC_PASSWORD": "changeme", "ELASTICSEARCH_HOSTS": "https://127.0.0.1:9", "ELASTICSEARCH_CA": str(certs / "ca" / "ca.crt")}
+        with pytest.raises(provision.ProvisionError, match="well-known"):
+            provision.provision(env)

@@ -97,20 +97,7 @@ class ElasticsearchServer:
         for sub in ("data", "logs", "tmp"):
             (self.workdir / sub).mkdir()
         self.port = _free_port()
-        settings = {
-            "cluster.name": "hvdlog-test",
-            "node.name": "hvdlog-test-0",
-            "discovery.type": "single-node",
-            "network.host": "127.0.0.1",
-            "http.port": str(self.port),
-            "transport.port": str(_free_port()),
-            "path.data": str(self.workdir / "data"),
-            "path.logs": str(self.workdir / "logs"),
-            "xpack.security.enabled": "false",
-            # Tests fill small disks fast; do not let the watermark turn indices read-only.
-            "cluster.routing.allocation.disk.threshold_enabled": "false",
-            "action.destructive_requires_name": "false",
-        }
+        settings = self._settings()
         cmd = [str(home / "bin" / "elasticsearch"), "--quiet"]
         for key, value in settings.items():
             cmd += ["-E", f"{key}={value}"]
@@ -122,6 +109,7 @@ class ElasticsearchServer:
             "ES_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap}",
             "LANG": "C.UTF-8",
         }
+        self._prepare(home, conf, env)
         if os.geteuid() == 0:
             shutil.chown(self.workdir, "nobody")
             for path in self.workdir.rglob("*"):
@@ -137,6 +125,31 @@ class ElasticsearchServer:
         except BaseException:
             self.stop()
             raise
+
+    def _settings(self) -> dict[str, str]:
+        """The node's settings (``-E``); subclasses add to them (security, TLS)."""
+        assert self.workdir is not None
+        return {
+            "cluster.name": "hvdlog-test",
+            "node.name": "hvdlog-test-0",
+            "discovery.type": "single-node",
+            "network.host": "127.0.0.1",
+            "http.port": str(self.port),
+            "transport.port": str(_free_port()),
+            "path.data": str(self.workdir / "data"),
+            "path.logs": str(self.workdir / "logs"),
+            "xpack.security.enabled": "false",
+            # Tests fill small disks fast; do not let the watermark turn indices read-only.
+            "cluster.routing.allocation.disk.threshold_enabled": "false",
+            "action.destructive_requires_name": "false",
+        }
+
+    def _prepare(self, home: Path, conf: Path, env: dict[str, str]) -> None:
+        """Hook run before the server starts (as the caller's user): keystores, certificates."""
+
+    def _urlopen(self, url: str):  # noqa: ANN202 - urllib's response type
+        """Open a URL of this server; subclasses add TLS and credentials."""
+        return urllib.request.urlopen(url, timeout=5)
 
     def _readable_home(self) -> Path:
         """As root, ``nobody`` cannot traverse e.g. /root/.cache: hard-link the tree into our dir."""
@@ -161,7 +174,7 @@ class ElasticsearchServer:
                     f"Elasticsearch exited with code {self.process.returncode} while starting:\n{self._tail()}"
                 )
             try:
-                with urllib.request.urlopen(health, timeout=5) as response:
+                with self._urlopen(health) as response:
                     if json.load(response).get("status") == "green":
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
