@@ -332,30 +332,35 @@ def _search(search: SavedSearch) -> dict[str, Any]:
     )
 
 
-def _column(part: Bucket | Metric, order_by: str | None) -> dict[str, Any]:
-    """One Lens column, in the shape 8.x exports write."""
+def _column(part: Bucket | Metric, order_by: str) -> dict[str, Any]:
+    """One Lens column, in the shape 8.x exports write; ``order_by`` is the metric a terms bucket ranks by."""
+    bucketed = isinstance(part, (DateHistogram, Terms))
+    field = "___records___" if isinstance(part, Count) else part.field
+    data_type = "number" if isinstance(part, Count) else _data_type(field)
+    column: dict[str, Any] = {
+        "label": part.label,
+        "customLabel": True,
+        "dataType": data_type,
+        "sourceField": field,
+        "isBucketed": bucketed,
+        "scale": "interval" if data_type == "date" else "ordinal" if bucketed else "ratio",
+    }
     if isinstance(part, DateHistogram):
-        return {"label": part.label, "dataType": "date", "operationType": "date_histogram", "sourceField": part.field,
-                "isBucketed": True, "scale": "interval",
-                "params": {"interval": "auto", "includeEmptyRows": True, "dropPartials": False}}
-    if isinstance(part, Terms):
+        column.update(operationType="date_histogram", params={"interval": "auto", "includeEmptyRows": True, "dropPartials": False})
+    elif isinstance(part, Terms):
         by_key = part.order == "key"
-        return {"label": part.label, "customLabel": True, "dataType": _data_type(part.field), "operationType": "terms",
-                "sourceField": part.field, "isBucketed": True, "scale": "ordinal",
-                "params": {"size": part.size,
-                           "orderBy": {"type": "alphabetical", "fallback": False} if by_key else {"type": "column", "columnId": order_by},
-                           "orderDirection": "asc" if by_key else "desc",
-                           "otherBucket": False, "missingBucket": False, "parentFormat": {"id": "terms"}}}
-    if isinstance(part, Count):
-        return {"label": part.label, "customLabel": True, "dataType": "number", "operationType": "count",
-                "sourceField": "___records___", "isBucketed": False, "scale": "ratio", "params": {"emptyAsNull": True}}
-    if isinstance(part, Max):
-        return {"label": part.label, "customLabel": True, "dataType": _data_type(part.field), "operationType": "max",
-                "sourceField": part.field, "isBucketed": False, "scale": "ratio" if _data_type(part.field) == "number" else "interval",
-                "params": {"emptyAsNull": True}}
-    return {"label": part.label, "customLabel": True, "dataType": _data_type(part.field), "operationType": "last_value",
-            "sourceField": part.field, "isBucketed": False, "scale": "ratio", "filter": {"query": f"{part.field}: *", "language": "kuery"},
-            "params": {"sortField": part.sort_field, "showArrayValues": False}}
+        order = {"type": "alphabetical", "fallback": False} if by_key else {"type": "column", "columnId": order_by}
+        column.update(operationType="terms", params={
+            "size": part.size, "orderBy": order, "orderDirection": "asc" if by_key else "desc",
+            "otherBucket": False, "missingBucket": False, "parentFormat": {"id": "terms"},
+        })
+    elif isinstance(part, LastValue):
+        # Lens takes the value from the latest document that has the field.
+        column.update(operationType="last_value", filter={"query": f"{field}: *", "language": "kuery"},
+                      params={"sortField": part.sort_field, "showArrayValues": False})
+    else:
+        column.update(operationType="count" if isinstance(part, Count) else "max", params={"emptyAsNull": True})
+    return column
 
 
 def _data_type(name: str) -> str:
