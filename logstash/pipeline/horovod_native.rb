@@ -53,6 +53,10 @@ def filter(event)
     elsif match(@ops_line, message)
       op_fields(message, event.get("[size]")).each { |field, value| event.set(field, value) }
       mark_stall(event, false)
+    elsif lines[1..].any? { |line| !line.strip.empty? }
+      # Filebeat joined lines to this one (indented, `Error:`-like): grok kept only the
+      # first line's text in message; keep the rest too, nothing is dropped.
+      event.set("[message]", ([message] + lines[1..]).join("\n"))
     end
     return [event]
   end
