@@ -61,6 +61,7 @@ def setup(
 ) -> None:
     """Install hvdlog's Elasticsearch templates, ILM policy and data streams, and its Kibana objects."""
     from rich.console import Console
+    from rich.markup import escape
 
     from hvdlog.elastic.install import SetupError
 
@@ -79,7 +80,7 @@ def setup(
         if kibana_url:
             _import_kibana(console, kibana_url, kibana_username, kibana_password, kibana_api_key, kibana_ca or es_ca, kibana_timeout)
     except SetupError as exc:
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
         raise SystemExit(2) from None
     summary = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
     console.print(f"[bold]done[/bold]: {summary}" + ("" if kibana_url else " (no --kibana: Kibana objects not imported)"), soft_wrap=True)
@@ -91,6 +92,7 @@ def _install_elasticsearch(
 ) -> dict[str, int]:
     """Run the installer, printing one line per step; return the count per outcome."""
     from elasticsearch import Elasticsearch
+    from rich.markup import escape
 
     from hvdlog.elastic.install import ElasticsearchInstaller
 
@@ -99,10 +101,10 @@ def _install_elasticsearch(
     counts = dict.fromkeys(_MARKS, 0)
     try:
         installer = ElasticsearchInstaller(client, url)
-        console.print(f"Elasticsearch {installer.version()} at {url}")
+        console.print(f"Elasticsearch {installer.version()} at {escape(url)}", soft_wrap=True)
         for step in installer.install(namespace, replicas, retention_days):
             mark, colour = _MARKS[step.outcome]
-            note = f" - {step.note}" if step.note else ""
+            note = f" - {escape(step.note)}" if step.note else ""
             console.print(f"  [{colour}]{mark} {step.what}: {step.outcome}[/{colour}]{note}", soft_wrap=True)
             counts[step.outcome] += 1
     finally:
@@ -115,12 +117,14 @@ def _import_kibana(
     ca_certs: str | None, timeout: float,
 ) -> None:
     """Wait for Kibana, then import the committed saved objects."""
+    from rich.markup import escape
+
     from hvdlog.elastic import kibana
     from hvdlog.elastic.kibana_api import KibanaClient
 
     client = KibanaClient(url, username=username, password=password, api_key=api_key, ca_certs=ca_certs)
-    with console.status(f"waiting for Kibana at {url} to be available") as status:
-        version = client.wait_available(timeout, lambda last: status.update(f"waiting for Kibana at {url} ({last})"))
-    console.print(f"Kibana {version} at {url}")
+    with console.status(f"waiting for Kibana at {escape(url)} to be available") as status:
+        version = client.wait_available(timeout, lambda last: status.update(f"waiting for Kibana at {escape(url)} ({escape(last)})"))
+    console.print(f"Kibana {escape(version)} at {escape(url)}", soft_wrap=True)
     count = client.import_objects(kibana.to_ndjson())
-    console.print(f"  [green]+ {count} saved objects imported[/green] (overwritten in place by id: data view, searches, charts, dashboard)")
+    console.print(f"  [green]+ {count} saved objects imported[/green] (overwritten in place by id: data view, searches, charts, dashboard)", soft_wrap=True)
