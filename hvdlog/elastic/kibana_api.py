@@ -82,7 +82,8 @@ class KibanaClient:
                     return self._check_version(body)
                 last = f"HTTP {status}, level {level or 'unknown'}"
             except urllib3.exceptions.HTTPError as exc:
-                last = f"{type(exc).__name__}: {getattr(exc, 'reason', None) or exc}"
+                cause = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real one
+                last = f"{type(cause).__name__}: {cause}"
             if time.monotonic() >= deadline:
                 raise SetupError(
                     f"cannot reach Kibana at {self.url} as available within {timeout_s:.0f} s ({last}):"
