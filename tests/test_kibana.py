@@ -20,7 +20,7 @@ from harness.kibana_to_es import lens_request, lens_rows, options_list_filter, s
 from harness.training_corpus import JOB_DEMO, JOB_OTHER, STRAGGLER, index_corpus
 
 from hvdlog.documents import Document, get_field
-from hvdlog.elastic import kibana
+from hvdlog.elastic import kibana, views
 from hvdlog.elastic.generate import KIBANA_FILE, generated_files
 from hvdlog.elastic.templates import INDEX_PATTERN
 from hvdlog.fields import FIELDS_BY_NAME, level_at_least
@@ -56,7 +56,7 @@ def _by_id() -> dict[str, dict[str, Any]]:
 
 
 def _dashboard() -> dict[str, Any]:
-    return _by_id()[kibana.object_id(kibana.DASHBOARD.slug)]
+    return _by_id()[kibana.object_id(views.DASHBOARD.slug)]
 
 
 def _controls() -> dict[str, Any]:

@@ -73,7 +73,7 @@ class TestGenerated:
     def test_generators_import_light(self) -> None:
         """The generators load no Elasticsearch client, click or rich (only hvdlog setup does, lazily)."""
         code = (
-            "import sys, hvdlog.elastic.templates, hvdlog.elastic.kibana, hvdlog.elastic.generate;"
+            "import sys, hvdlog.elastic.templates, hvdlog.elastic.views, hvdlog.elastic.kibana, hvdlog.elastic.generate;"
             "print(sorted({'elasticsearch', 'elastic_transport', 'click', 'rich'} & set(sys.modules)))"
         )
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

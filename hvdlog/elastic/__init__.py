@@ -1,7 +1,7 @@
 """Elasticsearch and Kibana assets generated from the field contract, and their installer.
 
-``templates`` builds the component/index templates and the ILM policy, ``kibana`` the
-saved objects, ``generate`` writes both into ``elasticsearch/`` and ``kibana/``, and
+``templates`` builds the component/index templates and the ILM policy, ``views`` defines
+the Kibana views and ``kibana`` renders them as saved objects, ``generate`` writes both into ``elasticsearch/`` and ``kibana/``, and
 ``install`` / ``kibana_api`` put them on a live cluster (``hvdlog setup``). Nothing here
 is imported by the training side.
 """

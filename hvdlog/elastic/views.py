@@ -1,0 +1,243 @@
+"""The Kibana views hvdlog ships, as a readable definition: saved searches, Lens charts, dashboard.
+
+Change what users see here; :mod:`hvdlog.elastic.kibana` renders these tables into Kibana's
+saved-object shapes and ``python -m hvdlog.elastic.generate`` writes ``kibana/hvdlog.ndjson``.
+Queries are Lucene, not KQL, so the tests can run every one of them as an Elasticsearch
+``query_string`` unchanged. Every field named here must be in :mod:`hvdlog.fields` (a test checks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from hvdlog.fields import LEVELS, level_at_least
+
+__all__ = [
+    "CHARTS",
+    "DASHBOARD",
+    "SEARCHES",
+    "Bucket",
+    "Chart",
+    "Control",
+    "Count",
+    "Dashboard",
+    "DateHistogram",
+    "LastValue",
+    "Max",
+    "Metric",
+    "Panel",
+    "SavedSearch",
+    "Terms",
+    "level_query",
+]
+
+
+def level_query(minimum: str) -> str:
+    """Lucene clause matching ``log.level`` at ``minimum`` or more severe, from the contract's LEVELS."""
+    levels = [level for level in LEVELS if level_at_least(level, minimum)]
+    return f"log.level:({' OR '.join(levels)})"
+
+
+@dataclass(frozen=True, slots=True)
+class SavedSearch:
+    """A Discover session: a Lucene query, the columns shown and the sort."""
+
+    slug: str
+    title: str
+    description: str
+    query: str
+    columns: tuple[str, ...]
+    sort: tuple[tuple[str, Literal["asc", "desc"]], ...] = (("@timestamp", "desc"),)
+
+
+@dataclass(frozen=True, slots=True)
+class DateHistogram:
+    """Bucket by time (Lens picks the interval from the time range)."""
+
+    field: str = "@timestamp"
+    label: str = "@timestamp"
+
+
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """Bucket by the values of a field; ``order`` by count (desc) or by key (asc)."""
+
+    field: str
+    label: str
+    size: int = 10
+    order: Literal["count", "key"] = "count"
+
+
+@dataclass(frozen=True, slots=True)
+class Count:
+    """Number of documents."""
+
+    label: str = "Events"
+
+
+@dataclass(frozen=True, slots=True)
+class Max:
+    """Largest value of a field."""
+
+    field: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class LastValue:
+    """Value of a field in the latest document that has it (Lens ``last_value``)."""
+
+    field: str
+    label: str
+    sort_field: str = "@timestamp"
+
+
+Bucket = DateHistogram | Terms
+Metric = Count | Max | LastValue
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """A Lens chart with one layer: buckets (x axis then split, or table rows) and metrics."""
+
+    slug: str
+    title: str
+    description: str
+    kind: Literal["bar_stacked", "bar", "table"]
+    buckets: tuple[Bucket, ...]
+    metrics: tuple[Metric, ...]
+    query: str = ""
+    #: For tables: (column index, direction) of the default sort, indexes over buckets + metrics.
+    table_sort: tuple[int, Literal["asc", "desc"]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    """An options-list control on a dashboard: pick values of one aggregatable field."""
+
+    field: str
+    title: str
+    sort: tuple[Literal["_key", "_count"], Literal["asc", "desc"]] = ("_key", "asc")
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """A by-reference panel: a chart or saved search slug at a place on the 48-column grid."""
+
+    slug: str
+    x: int
+    y: int
+    w: int
+    h: int
+
+
+@dataclass(frozen=True, slots=True)
+class Dashboard:
+    """A dashboard: controls across the top, then panels."""
+
+    slug: str
+    title: str
+    description: str
+    controls: tuple[Control, ...]
+    panels: tuple[Panel, ...]
+    time_from: str = "now-24h"
+    refresh_ms: int = 30_000
+
+
+SEARCHES: Final = (
+    SavedSearch(
+        "errors-by-rank",
+        "Errors by rank",
+        "Events at level error or above, rank by rank: which rank failed, at which step, and how.",
+        level_query("error"),
+        ("rank", "host.name", "step", "message"),
+        (("rank", "asc"), ("@timestamp", "asc")),
+    ),
+    SavedSearch(
+        "stall-warnings",
+        "Stall warnings",
+        "Stalls reported by Horovod's stall inspector (with the missing ranks) and by hvdlog's watchdog in each rank"
+        " (which also works under Gloo, where Horovod 0.28.1 reports none). Resolved notices are left out.",
+        "_exists_:horovod.stall.source AND NOT event.action:stall_resolved",
+        (
+            "rank",
+            "host.name",
+            "horovod.stall.source",
+            "horovod.stall.missing_ranks",
+            "horovod.stall.seconds",
+            "horovod.stall.operation",
+            "horovod.stall.tensors",
+            "message",
+        ),
+    ),
+    SavedSearch(
+        "horovod-debug-by-rank",
+        "Horovod DEBUG by rank",
+        "Trace and debug lines of Horovod's C++ core (HOROVOD_LOG_LEVEL=debug), rank by rank in time order.",
+        'event.dataset:"horovod.core" AND log.level:(trace OR debug)',
+        ("rank", "log.level", "log.origin.file.name", "log.origin.file.line", "message"),
+        (("rank", "asc"), ("@timestamp", "asc")),
+    ),
+    SavedSearch(
+        "job-timeline",
+        "Job timeline",
+        "Every event of a job, all ranks and sources, oldest first. Pick the job with a `job` filter"
+        " or with the Job control of the Horovod training dashboard.",
+        "",
+        ("job", "rank", "host.name", "event.dataset", "log.level", "step", "message"),
+        (("@timestamp", "asc"),),
+    ),
+    SavedSearch(
+        "latest-errors",
+        "Latest errors",
+        "Events at level error or above, newest first, with the exception type.",
+        level_query("error"),
+        ("rank", "host.name", "step", "error.type", "message"),
+    ),
+)
+
+CHARTS: Final = (
+    Chart(
+        "events-by-level",
+        "Events by level over time",
+        "How many events each level produced over time, all ranks.",
+        "bar_stacked",
+        (DateHistogram(), Terms("log.level", "Level", size=len(LEVELS))),
+        (Count(),),
+    ),
+    Chart(
+        "errors-by-rank-chart",
+        "Errors by rank",
+        "Number of events at level error or above per rank.",
+        "bar",
+        (Terms("rank", "Rank", size=100),),
+        (Count("Errors"),),
+        query=level_query("error"),
+    ),
+    Chart(
+        "last-step-per-rank",
+        "Last step per rank",
+        "The straggler view: the latest step each rank logged and when; the lowest step is at the top.",
+        "table",
+        (Terms("rank", "Rank", size=1000, order="key"),),
+        (LastValue("step", "Last step"), Max("@timestamp", "Last event")),
+        query="_exists_:step",
+        table_sort=(1, "asc"),
+    ),
+)
+
+DASHBOARD: Final = Dashboard(
+    "horovod-training",
+    "Horovod training",
+    "One training job at a glance: levels over time, errors and stalls by rank, the straggler view."
+    " Pick a job and ranks with the controls.",
+    (Control("job", "Job", ("_key", "desc")), Control("rank", "Rank", ("_key", "asc"))),
+    (
+        Panel("events-by-level", 0, 0, 32, 12),
+        Panel("errors-by-rank-chart", 32, 0, 16, 12),
+        Panel("last-step-per-rank", 0, 12, 16, 16),
+        Panel("stall-warnings", 16, 12, 32, 16),
+        Panel("latest-errors", 0, 28, 48, 16),
+    ),
+)
