@@ -16,7 +16,7 @@ from corpus.cases import cases
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse import decode_line, parse_lines, parse_paths
 from hvdlog.parse.jsonl import decode_event
-from hvdlog.parse.launcher import strip_tag
+from hvdlog.parse.launcher import TagSplitter, strip_tag
 from hvdlog.parse.patterns import compile_pattern
 
 STALL_HEADER = (
@@ -41,8 +41,9 @@ class TestNothingIsLost:
             "\n".join(str(doc.get(key, "")) for key in ("message",)) + str(doc.get("error", {}).get("stack_trace", ""))
             for doc in docs
         )
-        for raw in case.lines():
-            payload = strip_tag(decode_line(raw)).payload
+        splitter = TagSplitter()
+        payloads = [payload for raw in case.lines() for payload, _ in splitter.feed(decode_line(raw))]
+        for payload in payloads + [payload for payload, _ in splitter.close()]:
             if decode_event(payload) is not None:  # a JSON event is a document of its own
                 continue
             core = CORE.match(payload)

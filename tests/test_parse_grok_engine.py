@@ -21,7 +21,7 @@ import pytest
 
 from corpus.cases import cases
 from hvdlog.parse import decode_line
-from hvdlog.parse.launcher import strip_tag
+from hvdlog.parse.launcher import TagSplitter
 from hvdlog.parse.patterns import PATTERN_FILE, compile_pattern, field_path, load_definitions
 
 HARNESS = Path(__file__).resolve().parent / "grok" / "GrokHarness.java"
@@ -68,14 +68,16 @@ def _texts() -> dict[str, set[str]]:
     core = compile_pattern("HOROVOD_CORE_LINE")
     for case in cases():
         paths.add(case.config["path"])
+        splitter = TagSplitter()  # payloads as parse_lines sees them: tags off, cut lines re-joined
         for line in case.lines():
             text = decode_line(line)
             raw.add(text)
-            payload = strip_tag(text).payload
-            payloads.add(payload)
-            fields = core.match(payload)
-            if fields is not None:
-                messages.add(fields["message"])
+            payloads.update(payload for payload, _ in splitter.feed(text))
+        payloads.update(payload for payload, _ in splitter.close())
+    for payload in payloads:
+        fields = core.match(payload)
+        if fields is not None:
+            messages.add(fields["message"])
     return {"raw": raw, "payload": payloads, "message": messages, "path": paths}
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from corpus.cases import cases
 from hvdlog.parse import parse_lines
+from hvdlog.parse.launcher import TagSplitter
 from hvdlog.parse.native import parse_chatter
 from hvdlog.parse.patterns import PatternError, compile_pattern, load_definitions
 
@@ -118,3 +119,37 @@ class TestPatternFile:
         """A missing pattern file names the file and the setting to fix."""
         with pytest.raises(PatternError, match="HVDLOG_PATTERNS"):
             load_definitions(tmp_path / "nope")
+
+
+class TestTagSplitter:
+    def test_lines_cut_by_another_rank_are_rejoined(self) -> None:
+        """Real Open MPI console lines where each rank cut the other's line in two."""
+        lines = [
+            line.decode()
+            for line in TRACE.lines()
+            if b"16:02:20[1,0]" in line or b"process_set.cc:265] [1,1]" in line
+        ]
+        assert len(lines) == 2
+        splitter = TagSplitter()
+        out = [piece for line in lines for piece in splitter.feed(line.rstrip("\n"))]
+        assert [(piece.fields["rank"], piece.payload[:36]) for piece in out] == [
+            (0, "[2026-11-29 16:02:20.703040: D /tmp/"),  # rank 0's line, whole, in line 1
+            (0, "[2026-11-29 16:02:20.703082: T /tmp/"),  # rank 0's next: start and end in line 2
+        ]
+        assert out[1].payload.endswith("process_set.cc:265] [0]: Finalizing ProcessSetTable, global process set id 0")
+        (rest,) = splitter.close()  # rank 1's: begun in line 1, continued in line 2, newline later
+        assert rest.fields["rank"] == 1 and rest.payload.startswith("[2026-11-29 16:02:20.703050: D /tmp/")
+        assert rest.payload.endswith("operations.cc:709] [1]: Shutting down background thread")
+
+    @pytest.mark.parametrize(
+        ("line", "payload", "rank"),
+        [
+            ("[1,0]<stderr>:done[1,0]<stderr>:", "done", 0),
+            ("[3]<stdout>:x [1,2]<stdout>: y", "x [1,2]<stdout>: y", 3),
+            ("plain [1,2]<stdout>: text", "plain [1,2]<stdout>: text", None),
+        ],
+    )
+    def test_same_rank_tags_go_other_launchers_untouched(self, line: str, payload: str, rank: int | None) -> None:
+        """A tag of the same rank inside a line is removed; gloo and untagged lines keep their text."""
+        (piece,) = TagSplitter().feed(line)
+        assert (piece.payload, piece.fields.get("rank")) == (payload, rank)

@@ -21,7 +21,7 @@ from typing import IO, Any
 from hvdlog.documents import Document
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse.jsonl import APP_DATASET, decode_event, nest
-from hvdlog.parse.launcher import path_fields, strip_tag
+from hvdlog.parse.launcher import TagSplitter, path_fields, strip_tag
 from hvdlog.parse.native import Chatter, NativeParser
 
 __all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
@@ -78,6 +78,7 @@ def parse_lines(
     # Our events files hold JSON; a rank's stdout/stderr capture never does (a JSON-looking
     # print stays a print, as in Logstash's native pipeline); elsewhere (stdin, a console
     # capture) a line that decodes to a JSON object is taken as one of our events.
+    splitter = TagSplitter()
     events_file = path is not None and _EVENTS_FILE.search(path) is not None
     sniff_json = events_file or "horovod.launcher.stream" not in base
     for raw in lines:
@@ -94,10 +95,18 @@ def parse_lines(
             if doc is not None:
                 yield doc
                 continue
-        payload, tag = strip_tag(line)
-        docs = native.feed(payload, {**base, **tag} if tag else base)
-        if docs:
-            yield from docs
+        if "]<" not in line:  # no gloo/Open MPI tag: the common case of per-rank files
+            payload, tag = strip_tag(line)
+            docs = native.feed(payload, {**base, **tag} if tag else base)
+            if docs:
+                yield from docs
+            continue
+        for payload, tag in splitter.feed(line):
+            docs = native.feed(payload, {**base, **tag} if tag else base)
+            if docs:
+                yield from docs
+    for payload, tag in splitter.close():
+        yield from native.feed(payload, {**base, **tag} if tag else base)
     yield from native.close()
 
 

@@ -12,12 +12,13 @@ from typing import Any, Final, NamedTuple
 
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["Tagged", "path_fields", "strip_tag"]
+__all__ = ["TagSplitter", "Tagged", "path_fields", "strip_tag"]
 
 _OPENMPI: Final = compile_pattern("HOROVOD_OPENMPI_LINE")
 _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
 _MPICH: Final = compile_pattern("HOROVOD_MPICH_LINE")
 _OPENMPI_ANY: Final = compile_pattern("HOROVOD_OPENMPI_TAG_ANY").regex
+_OPENMPI_TAG: Final = compile_pattern("HOROVOD_OPENMPI_TAG")
 _RANK_PATH: Final = compile_pattern("HOROVOD_RANK_FILE_PATH")
 _LAYOUT_PATH: Final = compile_pattern("HOROVOD_LAYOUT_PATH")
 _PAYLOAD: Final = "@metadata.hvd.payload"
@@ -48,6 +49,61 @@ def strip_tag(line: str) -> Tagged:
             fields["horovod.launcher.format"] = "mpich"
             return Tagged(fields.pop(_PAYLOAD), fields)
     return Tagged(line, {})
+
+
+Key = tuple[Any, Any, Any]
+
+
+def _key(fields: dict[str, Any]) -> Key:
+    return fields.get("horovod.launcher.job"), fields.get("rank"), fields.get("horovod.launcher.stream")
+
+
+class TagSplitter:
+    """Splits launcher tags off a console's lines, and re-joins the lines that other ranks'
+    output cut in two.
+
+    Open MPI writes each chunk a rank emits with that rank's tag, as it comes: when rank 1
+    wrote ``[2026-11-29 16:02:20`` and rank 0 a whole line before rank 1 wrote the rest,
+    the console shows ``[1,1]<stdout>:[2026-11-29 16:02:20[1,0]<stdout>:<rank 0's line>``
+    and later ``[1,1]<stdout>:.703050: D ...``. The piece before a tag of another rank is
+    kept aside and put in front of that rank's next piece, which restores both lines.
+    """
+
+    __slots__ = ("_partial",)
+
+    def __init__(self) -> None:
+        self._partial: dict[Key, tuple[str, dict[str, Any]]] = {}
+
+    def feed(self, line: str) -> list[Tagged]:
+        """The complete lines ``line`` finishes (usually itself, untagged)."""
+        fields = _OPENMPI.match(line) if "]<" in line else None
+        if fields is None:  # gloo, MPICH, untagged: no chunk tags inside lines
+            return [strip_tag(line)]
+        fields["horovod.launcher.format"] = "openmpi"
+        payload = fields.pop(_PAYLOAD)
+        pieces: list[tuple[dict[str, Any], list[str]]] = [(fields, [])]
+        position = 0
+        for found in _OPENMPI_TAG.regex.finditer(payload):
+            pieces[-1][1].append(payload[position:found.start()])
+            position = found.end()
+            tag = _OPENMPI_TAG.fields_of(found)
+            if _key(tag) != _key(pieces[-1][0]):
+                tag["horovod.launcher.format"] = "openmpi"
+                pieces.append((tag, []))
+        pieces[-1][1].append(payload[position:])
+        for piece_fields, parts in pieces[:-1]:  # cut short by another rank's output
+            key = _key(piece_fields)
+            before, first_fields = self._partial.get(key, ("", piece_fields))
+            self._partial[key] = (before + "".join(parts), first_fields)
+        last_fields, parts = pieces[-1]
+        before, first_fields = self._partial.pop(_key(last_fields), ("", last_fields))
+        return [Tagged(before + "".join(parts), first_fields)]
+
+    def close(self) -> list[Tagged]:
+        """Pieces still waiting for the rest of their line when the input ended."""
+        pieces = [Tagged(text, fields) for text, fields in self._partial.values()]
+        self._partial.clear()
+        return pieces
 
 
 def path_fields(path: str | None) -> dict[str, Any]:

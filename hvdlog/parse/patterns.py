@@ -62,19 +62,20 @@ class CompiledPattern:
     def match(self, text: str) -> dict[str, Any] | None:
         """Captured fields (grok field refs as keys) when the pattern matches at the start."""
         found = self.regex.match(text)
-        return None if found is None else self._fields(found)
+        return None if found is None else self.fields_of(found)
 
     def search(self, text: str) -> dict[str, Any] | None:
         """Like :meth:`match`, anywhere in ``text``."""
         found = self.regex.search(text)
-        return None if found is None else self._fields(found)
+        return None if found is None else self.fields_of(found)
 
     def finditer(self, text: str) -> Iterator[dict[str, Any]]:
         """Every non-overlapping match's captures."""
         for found in self.regex.finditer(text):
-            yield self._fields(found)
+            yield self.fields_of(found)
 
-    def _fields(self, found: re.Match[str]) -> dict[str, Any]:
+    def fields_of(self, found: re.Match[str]) -> dict[str, Any]:
+        """The captured fields of a match of :attr:`regex`."""
         # Like grok in Elasticsearch and Logstash: a field captured by several groups that
         # all matched becomes a list, in pattern order.
         fields: dict[str, Any] = {}
