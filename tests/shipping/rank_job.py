@@ -3,7 +3,8 @@
 Each rank configures hvdlog (JSON events + native stdout/stderr capture), runs a few
 allreduce steps, and, on request, makes rank 1 late (Horovod's stall inspector prints
 its multi-line block on rank 0 under MPI) and makes rank 1 die with a traceback.
-Environment: HVDLOG_ROOT, HVDLOG_JOB, JOB_STEPS, JOB_LATE_SECONDS, JOB_CRASH.
+Environment: HVDLOG_ROOT, HVDLOG_JOB, JOB_STEPS, JOB_TENSORS (allreduces per step),
+JOB_LATE_SECONDS, JOB_CRASH.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ hvd.init()
 hvdlog.refresh_rank()
 log = hvdlog.get_logger("tests.rank_job")
 steps = int(os.environ.get("JOB_STEPS", "3"))
+tensors = int(os.environ.get("JOB_TENSORS", "1"))
 late = float(os.environ.get("JOB_LATE_SECONDS", "0"))
 for step in range(steps):
     with hvdlog.step(step, epoch=0):
         if late and hvd.rank() == 1 and step == 1:
             time.sleep(late)
         total = hvd.allreduce(torch.ones(4) * (hvd.rank() + 1), name=f"grad.{step}")
+        for extra in range(1, tensors):
+            hvd.allreduce(torch.ones(4), name=f"grad.{step}.{extra}")
         log.info("train step", loss=float(total.sum()), lr=0.01)
         print(f"rank {hvd.rank()} finished step {step}", flush=True)
 if os.environ.get("JOB_CRASH") and hvd.rank() == 1:
