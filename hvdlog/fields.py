@@ -78,6 +78,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("log.file.path", "keyword", "ecs", "The file the line was read from.", "/logs/job-1/node1/rank-0.jsonl"),
     Field("host.name", "keyword", "ecs", "Host the rank ran on.", "node1"),
     Field("process.pid", "long", "ecs", "PID of the rank's process.", 4242),
+    Field("process.exit_code", "long", "ecs", "Exit status of a rank, as horovodrun reports it.", 1),
     Field("event.dataset", "keyword", "ecs", "Source of the document, one of DATASETS.", "horovod.app"),
     Field("event.kind", "keyword", "ecs", "`event`, or `pipeline_error` when parsing failed.", "event"),
     Field("event.action", "keyword", "ecs", "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception.", "stall"),

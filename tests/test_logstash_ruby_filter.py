@@ -47,9 +47,9 @@ def _expected(doc: dict[str, Any]) -> dict[str, Any] | None:
     if doc["log"]["level"] in ("trace", "debug") and CHATTER.match(doc["message"]):
         return None
     expected = {"message": doc["message"]}
-    for key in ("horovod", "error"):
+    for key in ("horovod", "error", "process"):
         if key in doc and (key != "horovod" or "stall" in doc[key]):
-            expected[key] = doc[key] if key == "error" else {"stall": doc[key]["stall"]}
+            expected[key] = {"stall": doc[key]["stall"]} if key == "horovod" else doc[key]
     if "origin" not in doc["log"]:
         expected["level"] = doc["log"]["level"] if "tags" not in doc else None
         expected["tags"] = doc.get("tags")
@@ -60,7 +60,7 @@ def _expected(doc: dict[str, Any]) -> dict[str, Any] | None:
 
 def _actual(event: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     actual = {"message": event["message"]}
-    for key in ("horovod", "error"):
+    for key in ("horovod", "error", "process"):
         if key in event:
             actual[key] = event[key]
     if "origin" not in doc["log"]:

@@ -44,6 +44,7 @@ _TERMINATE: Final = compile_pattern("HOROVOD_TERMINATE")
 _WHAT: Final = compile_pattern("HOROVOD_TERMINATE_WHAT")
 _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
+_PROCESS_EXIT: Final = compile_pattern("HOROVOD_PROCESS_EXIT")
 _LEVELS: Final = HOROVOD_LEVEL_LETTERS
 _QUIET_LETTERS: Final = frozenset("TD")
 _NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated
@@ -217,6 +218,11 @@ class NativeParser:
                 stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
                 stream.started = stream.last_time
                 return None
+        elif line.startswith("Process "):
+            exited = _PROCESS_EXIT.match(line)
+            if exited is not None:
+                level = "info" if exited["process.exit_code"] == 0 else "error"
+                return self._document(stream, {**exited, "message": line, "log.level": level, "event.dataset": LAUNCHER_DATASET})
         if not line.strip():
             return None
         return self._document(

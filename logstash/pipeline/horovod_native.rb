@@ -27,6 +27,7 @@ def register(params)
   @terminate = compile("HOROVOD_TERMINATE")
   @what = compile("HOROVOD_TERMINATE_WHAT")
   @chatter = compile("HOROVOD_CHATTER")
+  @process_exit = compile("HOROVOD_PROCESS_EXIT")
   setting = params.fetch("chatter", "keep").to_s
   @chatter_every = case setting
                    when "keep" then nil
@@ -74,6 +75,9 @@ def filter(event)
     what = lines[1..].map { |line| captures(@what, line) }.compact.first
     event.set("[error][message]", what["[error][message]"]) if what
     event.set("[log][level]", "critical")
+  elsif (found = captures(@process_exit, first))
+    found.each { |field, value| event.set(field, value) }
+    event.set("[log][level]", found["[process][exit_code]"].zero? ? "info" : "error")
   else
     event.tag("_hvdlog_parse_failure")
   end
