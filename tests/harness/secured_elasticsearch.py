@@ -8,14 +8,16 @@ bootstrapped through the keystore, as the Docker image does with ELASTIC_PASSWOR
 Deviation: the integ-test distribution lacks the analysis-common module that the
 ``.security`` index mapping needs, so the native realm cannot store roles or users here
 (``PUT _security/role`` fails with "Unknown filter type [pattern_capture]"). The same role
-bodies are therefore loaded as file-realm roles (``roles.yml``) and the users made with
-``elasticsearch-users``: the privileges they grant are enforced by the same code. File
+bodies are therefore loaded as file-realm roles (``roles.yml``) and the users written to the
+file realm's ``users`` file: the privileges they grant are enforced by the same code. File
 roles cannot hold application (Kibana) privileges, so those are left out here.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import os
 import shutil
 import ssl
 import subprocess
@@ -27,6 +29,13 @@ import yaml
 from harness.elasticsearch import ElasticsearchServer
 
 __all__ = ["SecuredElasticsearchServer"]
+
+
+def _pbkdf2(password: str, cost: int = 10000) -> str:
+    """A password hash Elasticsearch's file realm verifies."""
+    salt = os.urandom(32)
+    key = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, cost, dklen=32)
+    return f"{{PBKDF2}}{cost}${base64.b64encode(salt).decode()}${base64.b64encode(key).decode()}"
 
 
 class SecuredElasticsearchServer(ElasticsearchServer):
@@ -79,11 +88,16 @@ class SecuredElasticsearchServer(ElasticsearchServer):
             file_roles = {name: {k: v for k, v in role.items() if k != "applications"} for name, role in self.roles.items()}
             # Block style: FileRolesStore splits the file into roles at lines that start in column 0.
             (conf / "roles.yml").write_text(yaml.safe_dump(file_roles, default_flow_style=False))
-        for user, (password, roles) in self.users.items():
-            subprocess.run(
-                [str(home / "bin" / "elasticsearch-users"), "useradd", user, "-p", password, "-r", ",".join(roles)],
-                env=env, check=True, capture_output=True, timeout=120,
-            )
+        if self.users:
+            # The file realm's `users` / `users_roles`, as `elasticsearch-users useradd` writes
+            # them, hashed with PBKDF2 (ES's Hasher: {PBKDF2}<cost>$<salt>$<key>, HMAC-SHA512,
+            # 256-bit key): no JVM launch per user.
+            (conf / "users").write_text("".join(f"{user}:{_pbkdf2(password)}\n" for user, (password, _) in self.users.items()))
+            members: dict[str, list[str]] = {}
+            for user, (_, roles) in self.users.items():
+                for role in roles:
+                    members.setdefault(role, []).append(user)
+            (conf / "users_roles").write_text("".join(f"{role}:{','.join(users)}\n" for role, users in members.items()))
 
     def _urlopen(self, url: str):  # noqa: ANN202 - urllib's response type
         context = ssl.create_default_context(cafile=str(self.certs / "ca" / "ca.crt"))
