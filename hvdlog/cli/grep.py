@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
 
 import click
@@ -10,7 +11,8 @@ from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.fields import LEVELS
 from hvdlog.query.source import SourceError
-from hvdlog.query.spec import FilterError
+from hvdlog.documents import Document
+from hvdlog.query.spec import Filter, FilterError, sort_key
 
 __all__ = ["grep"]
 
@@ -64,8 +66,7 @@ def grep(
             found = True
             printer.json(doc)
     else:
-        groups = (Group(doc, {doc["rank"]} if isinstance(doc.get("rank"), int) else set()) for doc in docs)
-        for group in groups if no_dedupe else dedupe(docs, window):
+        for group in (_single(doc) for doc in docs) if no_dedupe else dedupe(docs, window):
             found = True
             printer.event(group)
     printer.flush()
@@ -75,27 +76,28 @@ def grep(
     run.exit(found)
 
 
-def _last(run: Run, spec, last: int):  # type: ignore[no-untyped-def]
+def _single(doc: Document) -> Group:
+    """One event as its own line."""
+    return Group(doc, {doc["rank"]} if isinstance(doc.get("rank"), int) else set())
+
+
+def _last(run: Run, spec: Filter, last: int) -> list[Document]:
     """The last N matches across sources: each source's last N, merged, cut to N."""
-    import heapq
-
-    from hvdlog.query.spec import sort_key
-
     streams = []
     for source in run.sources:
         try:
-            streams.append(list(source.search(spec, last=last)))  # type: ignore[call-arg]
+            streams.append(list(source.search(spec, last=last)))
         except SourceError as exc:
             run.failures.append(f"{source.label}: {exc}")
             click.echo(f"hvdlog: warning: {source.label}: {exc}", err=True)
     return list(heapq.merge(*streams, key=sort_key))[-last:]
 
 
-def _follow(run: Run, spec, interval: float, printer: Printer) -> None:  # type: ignore[no-untyped-def]
-    """Poll the first source that can follow; Ctrl-C ends it with the usual exit code."""
+def _follow(run: Run, spec: Filter, interval: float, printer: Printer) -> None:
+    """Poll the first source (the files when PATHs are given); Ctrl-C ends it with the usual exit code."""
     try:
         for doc in run.sources[0].follow(spec, interval):
-            printer.event(Group(doc, {doc["rank"]} if isinstance(doc.get("rank"), int) else set()))
+            printer.event(_single(doc))
             printer.flush()
     except KeyboardInterrupt:
         pass

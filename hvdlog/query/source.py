@@ -31,8 +31,8 @@ class Source(Protocol):
 
     label: str
 
-    def search(self, spec: Filter) -> Iterator[Document]:
-        """Every matching document, in sort-key order."""
+    def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
+        """Every matching document (or the ``last`` N), in sort-key order."""
 
     def follow(self, spec: Filter, interval: float) -> Iterator[Document]:
         """Matching documents that appear from now on (polling every ``interval`` seconds)."""
