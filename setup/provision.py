@@ -8,7 +8,10 @@ before it touches anything, and fail with one sentence that says what to check. 
 3. wait for Elasticsearch, as ``elastic``;
 4. put the roles in ``setup/roles/*.json`` and the users that hold them, and set the
    ``kibana_system`` password;
-5. run ``hvdlog setup`` (templates, ILM, Kibana saved objects) as ``elastic``.
+5. run ``hvdlog setup`` (templates, ILM, data streams) as ``elastic``.
+
+With ``--kibana-objects`` (the ``kibana-objects`` service, once Kibana is healthy) it runs
+``hvdlog setup --kibana`` instead, so a Kibana problem never holds up Logstash.
 
 Standard library plus the ``elasticsearch`` client that hvdlog already depends on.
 """
@@ -37,6 +40,7 @@ __all__ = [
     "check_passwords",
     "connect",
     "ensure_pkcs8",
+    "import_kibana_objects",
     "load_roles",
     "pkcs1_to_pkcs8",
     "provision",
@@ -235,10 +239,28 @@ def provision(env: Mapping[str, str]) -> None:
     run_hvdlog_setup(url, env)
 
 
-def main() -> int:
-    """Entry point of the setup container; exit 2 with one sentence on failure."""
+def import_kibana_objects(env: Mapping[str, str]) -> None:
+    """The `kibana-objects` service: `hvdlog setup` with KIBANA_URL, once Kibana is healthy."""
+    problems = check_passwords(env)
+    if problems:
+        raise ProvisionError("refusing to set up the stack:\n  " + "\n  ".join(problems))
+    if not env.get("KIBANA_URL"):
+        raise ProvisionError("KIBANA_URL is empty: nothing to import the Kibana objects into")
+    url, _ = connect(env)
+    run_hvdlog_setup(url, env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the setup containers; exit 2 with one sentence on failure."""
+    args = sys.argv[1:] if argv is None else argv
     try:
-        provision(os.environ)
+        if args == ["--kibana-objects"]:
+            import_kibana_objects(os.environ)
+        elif not args:
+            provision({key: value for key, value in os.environ.items() if key != "KIBANA_URL"})
+        else:
+            print("usage: provision.py [--kibana-objects]", file=sys.stderr)
+            return 2
     except ProvisionError as error:
         print(f"xx {error}", file=sys.stderr)
         return 2

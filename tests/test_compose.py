@@ -128,9 +128,9 @@ class TestStack:
     """elk-compose.yml with a filled-in .env."""
 
     def test_services(self, stack: dict[str, Any]) -> None:
-        """The bundled profile runs certs, Elasticsearch, setup, Logstash and Kibana, on 8.19."""
+        """The bundled profile runs certs, Elasticsearch, setup, Logstash, Kibana and its objects, on 8.19."""
         services = stack["services"]
-        assert set(services) == {"certs", "elasticsearch", "setup", "logstash", "kibana"}
+        assert set(services) == {"certs", "elasticsearch", "setup", "logstash", "kibana", "kibana-objects"}
         for name in ("certs", "elasticsearch", "logstash", "kibana"):
             assert re.fullmatch(r"docker\.elastic\.co/\w+/\w+:8\.19\.\d+", services[name]["image"]), services[name]["image"]
 
@@ -144,13 +144,19 @@ class TestStack:
         assert "https://" in es_check and "--cacert" in es_check, "the ES healthcheck must go through TLS"
 
     def test_start_order(self, stack: dict[str, Any]) -> None:
-        """Certificates first, then ES; Logstash only after setup installed templates and users."""
+        """Certificates first, then ES; Logstash only after setup installed templates and users,
+        and not after Kibana; the Kibana objects once Kibana is healthy."""
         services = stack["services"]
         assert services["elasticsearch"]["depends_on"]["certs"]["condition"] == "service_completed_successfully"
         assert services["setup"]["depends_on"]["elasticsearch"]["condition"] == "service_healthy"
+        assert set(services["logstash"]["depends_on"]) == {"setup"}
         assert services["logstash"]["depends_on"]["setup"]["condition"] == "service_completed_successfully"
         assert services["kibana"]["depends_on"]["elasticsearch"]["condition"] == "service_healthy"
-        assert "restart" not in services["setup"] and "restart" not in services["certs"], "one-offs must not restart"
+        objects = services["kibana-objects"]["depends_on"]
+        assert objects["kibana"]["condition"] == "service_healthy" and objects["setup"]["condition"] == "service_completed_successfully"
+        assert "KIBANA_URL" not in services["setup"]["environment"] and services["kibana-objects"]["environment"]["KIBANA_URL"]
+        for one_off in ("certs", "setup", "kibana-objects"):
+            assert "restart" not in services[one_off], f"{one_off} must not restart"
 
     def test_security_and_tls(self, stack: dict[str, Any]) -> None:
         """Security, HTTP and transport TLS on, one node, and certificates from the certs volume."""
@@ -231,13 +237,21 @@ class TestEnvironment:
         for well_known in ("elastic", "password", "Changeme"):
             assert check({**FILLED_ENV, "LOGSTASH_WRITER_PASSWORD": well_known}), well_known
 
+    def test_setup_entry_point(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """provision.py takes no argument (setup) or --kibana-objects; the latter needs KIBANA_URL."""
+        provision = _provision_module()
+        assert provision.main(["--bogus"]) == 2
+        assert "usage" in capsys.readouterr().err
+        with pytest.raises(provision.ProvisionError, match="KIBANA_URL is empty"):
+            provision.import_kibana_objects({**FILLED_ENV, "KIBANA_URL": ""})
+
     def test_external_cluster_by_environment_only(self, tmp_path: Path, example_env: Path) -> None:
         """No profile and two variables point setup, Logstash and Kibana at another cluster."""
         external = {**FILLED_ENV, "COMPOSE_PROFILES": "", "ELASTICSEARCH_HOSTS": "https://es.example:9200", "ELASTICSEARCH_CA": "/external-ca/ca.crt"}
         stack = _load(ELK, env_files=(example_env, _env_file(tmp_path, external)))
         services = stack["services"]
         assert "elasticsearch" not in services
-        assert set(services) == {"certs", "setup", "logstash", "kibana"}
+        assert set(services) == {"certs", "setup", "logstash", "kibana", "kibana-objects"}
         for name in ("setup", "logstash", "kibana"):
             env = services[name]["environment"]
             assert env["ELASTICSEARCH_HOSTS"] == "https://es.example:9200", name
