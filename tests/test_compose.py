@@ -348,6 +348,14 @@ class TestTlsAgreement:
                 if path.startswith(target + "/"):
                     assert (source / path.removeprefix(target + "/")).exists(), f"{path} is not in the repository"
 
+    def test_logstash_settings_reach_logstash(self, stack: dict[str, Any]) -> None:
+        """Every `${VAR}` logstash/ reads is in Logstash's environment, so .env can set it."""
+        texts = [p.read_text() for p in (REPO / "logstash").rglob("*") if p.is_file() and p.suffix in (".conf", ".yml")]
+        variables = {v for text in texts for v in re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text)}
+        assert {"LOGSTASH_WRITER_PASSWORD", "ELASTICSEARCH_HOSTS"} <= variables
+        missing = sorted(variables - set(stack["services"]["logstash"]["environment"]))
+        assert not missing, f"logstash/ reads variables compose does not pass: {missing}"
+
     def test_certificate_paths(self, stack: dict[str, Any], certs: Path) -> None:
         """Every certificate path compose hands Logstash and Kibana is a file certs.sh created."""
         for service, keys in (
