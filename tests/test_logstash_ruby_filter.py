@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from corpus.cases import cases
-from corpus.tools_required import installed
+from corpus.tools_required import installed, jdk_tool
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse.patterns import PATTERN_FILE, compile_pattern
 
@@ -91,7 +91,7 @@ def test_ruby_filter_matches_the_goldens(jruby: str) -> None:
     inputs.append(joined)
     params = json.dumps({"patterns_file": str(PATTERN_FILE), "chatter": "drop"})
     result = subprocess.run(
-        ["java", "-jar", jruby, "--dev", str(RUNNER), str(SCRIPT), params],
+        [jdk_tool("java"), "-jar", jruby, "--dev", str(RUNNER), str(SCRIPT), params],
         input="".join(json.dumps(event) + "\n" for event in inputs),
         capture_output=True, text=True, check=False, timeout=300,
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 
 from corpus.cases import cases
+from corpus.tools_required import jdk_tool
 from hvdlog.parse import decode_line
 from hvdlog.parse.launcher import TagSplitter
 from hvdlog.parse.patterns import PATTERN_FILE, compile_pattern, field_path, load_definitions
@@ -37,14 +37,6 @@ BUILDING_BLOCKS = {
 }
 
 
-def _tool(name: str) -> str:
-    home = os.environ.get("JAVA_HOME")
-    found = str(Path(home) / "bin" / name) if home else shutil.which(name)
-    if not found or not Path(found).exists():
-        pytest.fail(f"`{name}` not found: install a JDK 17+ (scripts/install-jdk.sh; Debian openjdk-17-jdk-headless)")
-    return found
-
-
 @pytest.fixture(name="grok_classpath", scope="module")
 def fixture_grok_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The harness compiled against the test Elasticsearch's grok jars."""
@@ -58,7 +50,7 @@ def fixture_grok_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
             pytest.fail(f"{pattern} not found in {es_home}/lib: is HVDLOG_ES_HOME an Elasticsearch 8 home?")
         jars.append(str(found[0]))
     classes = tmp_path_factory.mktemp("grok-harness")
-    subprocess.run([_tool("javac"), "-d", str(classes), "-cp", os.pathsep.join(jars), str(HARNESS)], check=True)
+    subprocess.run([jdk_tool("javac"), "-d", str(classes), "-cp", os.pathsep.join(jars), str(HARNESS)], check=True)
     return os.pathsep.join([*jars, str(classes)])
 
 
@@ -84,7 +76,7 @@ def _texts() -> dict[str, set[str]]:
 def _run_engine(classpath: str, requests: list[tuple[str, str]]) -> list[dict[str, Any]]:
     stdin = "".join(f"{name}\t{base64.b64encode(text.encode()).decode()}\n" for name, text in requests)
     result = subprocess.run(
-        [_tool("java"), "-cp", classpath, "GrokHarness", str(PATTERN_FILE), "v1"],  # ECS mode as in logstash.yml
+        [jdk_tool("java"), "-cp", classpath, "GrokHarness", str(PATTERN_FILE), "v1"],  # ECS mode as in logstash.yml
         input=stdin.encode(), capture_output=True, check=False, timeout=120,
     )
     assert result.returncode == 0, result.stderr.decode()
