@@ -16,12 +16,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 from pathlib import Path
 
 __all__ = ["FAULTS", "STRAGGLER", "Corpus", "corpus", "start"]
 
 REPO = Path(__file__).resolve().parent.parent
-FAULTS, STRAGGLER = "faults", "straggler"
+#: Job ids, unique per test process: other tests may write to the same Elasticsearch data streams.
+_RUN_ID = uuid.uuid4().hex[:6]
+FAULTS, STRAGGLER = f"faults-{_RUN_ID}", f"straggler-{_RUN_ID}"
 _CACHE: dict[str, "Corpus"] = {}
 _RUNNING: dict[str, tuple["Corpus", dict[str, subprocess.Popen[bytes]]]] = {}
 
@@ -33,6 +36,12 @@ class Corpus:
         self.root = root
         self.logs = root / "logs"
         self.output = root / "output"
+
+    @property
+    def host(self) -> str:
+        """The host directory the runs wrote under (this machine's name)."""
+        (host,) = [path.name for path in (self.logs / FAULTS).iterdir()]
+        return host
 
 
 def _horovodrun(args: list[str], console: Path, timeout_env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -84,7 +84,7 @@ class TestGrep:
         job = tmp_path / "followed" / "vm"
         job.mkdir(parents=True)
         target = job / "rank-0.jsonl"
-        shutil.copy(runs.logs / FAULTS / "vm" / "rank-0.jsonl", target)
+        shutil.copy(runs.logs / FAULTS / runs.host / "rank-0.jsonl", target)
         exe = Path(sys.executable).with_name("hvdlog")
         process = subprocess.Popen(
             [str(exe), "grep", "-f", "--interval", "0.2", "--json", "late event", str(tmp_path)],
@@ -116,7 +116,7 @@ class TestBadInput:
         """Garbage in a rank's files still parses the rest; the garbage is findable, with a warning."""
         tree = tmp_path / "logs"
         shutil.copytree(runs.logs / FAULTS, tree / FAULTS)
-        with open(tree / FAULTS / "vm" / "rank-1.stderr.log", "ab") as handle:
+        with open(tree / FAULTS / runs.host / "rank-1.stderr.log", "ab") as handle:
             handle.write(b"\xff\xfe binary garbage \x00 zzz\n{not json at all\n")
         result = hvdlog("grep", "garbage", str(tree))
         assert result.exit_code == 0, result.stderr
