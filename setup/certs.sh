@@ -67,8 +67,12 @@ if ! cmp -s "$work/instances.yml" "$certs/instances.yml" \
   rm -f "$certs/logstash/logstash.pkcs8.key"
 fi
 
-# Readable by the services' users (uid 1000, group 0 in the Elastic images), not others.
-chown -R root:0 "$certs" 2>/dev/null || true
+# Readable by the services' users, not others: Elasticsearch and Kibana run as uid 1000
+# with group 0, Logstash as uid 1000 with its own group. The CA key stays root's: no
+# service needs it.
+chown -R 1000:0 "$certs" 2>/dev/null || true
 find "$certs" -type d -exec chmod 750 {} +
 find "$certs" -type f -exec chmod 640 {} +
+chown 0:0 "$certs/ca/ca.key" 2>/dev/null || true
+chmod 600 "$certs/ca/ca.key"
 log "certificates ready in $certs (CA fingerprint: $(sha256sum <"$certs/ca/ca.crt" | cut -c1-16)...)"

@@ -135,6 +135,12 @@ def ensure_pkcs8(certs: Path) -> None:
         raise ProvisionError(f"{source} is missing: the `certs` service must run first")
     target.write_text(pkcs1_to_pkcs8(source.read_text()))
     target.chmod(0o640)
+    # Same owner as certutil's key (uid 1000, the Logstash user), so Logstash can read it.
+    owner = source.stat()
+    try:
+        os.chown(target, owner.st_uid, owner.st_gid)
+    except PermissionError:
+        pass  # not root: the file is already ours
 
 
 def load_roles(directory: Path = ROLES_DIR) -> dict[str, dict]:

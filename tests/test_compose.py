@@ -370,6 +370,13 @@ class TestTlsAgreement:
         for key in ("xpack.security.http.ssl.key", "xpack.security.http.ssl.certificate", "xpack.security.http.ssl.certificate_authorities"):
             assert (certs / es[key].removeprefix("certs/")).is_file(), key
         assert (certs / "logstash" / "logstash.pkcs8.key").read_text().startswith("-----BEGIN PRIVATE KEY-----")
+        # Readable by the services (uid 1000), the CA key by root only, nothing by others.
+        modes = {p.relative_to(certs).as_posix(): p.stat() for p in certs.rglob("*") if p.is_file()}
+        assert modes["ca/ca.key"].st_mode & 0o077 == 0
+        for name, stat in modes.items():
+            assert stat.st_mode & 0o007 == 0, f"{name} is readable by others"
+            if name != "ca/ca.key" and os.geteuid() == 0:
+                assert stat.st_uid == 1000, f"{name} is not readable by the services' uid 1000"
 
     def test_server_names(self, certs: Path) -> None:
         """The Logstash certificate carries the head node's names (HEAD_NODE_DNS/IPS) for Filebeat."""
