@@ -95,6 +95,9 @@ class TestAgainstElasticsearch:
 
     def test_changed_replicas_update_only_settings(self, es: Any, es_url: str) -> None:
         """--replicas 1 updates the settings component alone; the default run puts 0 back."""
+        # Other tests share this server and may have installed templates of their own: start from ours.
+        baseline = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE)
+        assert baseline.returncode == 0, baseline.stderr
         try:
             result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--replicas", "1")
             assert result.returncode == 0, result.stderr
