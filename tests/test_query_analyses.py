@@ -7,7 +7,7 @@ import pytest
 from hvdlog.query.failures import FAILURE_EVENTS, first_failure
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
-from hvdlog.query.stalls import STALL_EVENTS, stall_episodes
+from hvdlog.query.stalls import STALL_EVENTS, find_stalls, progress_filter, stall_episodes
 from hvdlog.query.stragglers import STEP_EVENTS, stragglers
 from query_corpus import FAULTS, STRAGGLER, Corpus, corpus
 
@@ -27,14 +27,21 @@ def _docs(runs: Corpus, job: str, any_of: tuple) -> list[dict]:  # type: ignore[
 class TestStalls:
     def test_hang_is_one_episode_naming_the_hung_rank(self, runs: Corpus) -> None:
         """Rank 1 hangs 4 s at step 3: one episode, rank 1 missing, rank 0 waiting in the optimizer's allreduce."""
-        episodes = [e for e in stall_episodes(_docs(runs, FAULTS, STALL_EVENTS)) if e.step == 3]
-        assert len(episodes) == 1, [e.to_json() for e in stall_episodes(_docs(runs, FAULTS, STALL_EVENTS))]
+        found = find_stalls(FileSource([runs.logs]).search, Filter(jobs=(FAULTS,)))
+        episodes = [e for e in found if e.step == 3]
+        assert len(episodes) == 1, [e.to_json() for e in found]
         episode = episodes[0]
         assert episode.missing_ranks == [1]
         assert episode.waiting_ranks == [0]
         assert any("synchronize" in op for op in episode.operations)
         assert 3.0 <= episode.duration_s <= 10.0
         assert episode.resolved and not episode.shutdown
+
+    def test_without_the_progress_the_job_seems_to_die_of_the_stall(self, runs: Corpus) -> None:
+        """The hung rank crashed before its watchdog said "resumed": only its later steps (the second fetch) show it moved on."""
+        reports_only = [e for e in stall_episodes(_docs(runs, FAULTS, STALL_EVENTS)) if e.step == 3]
+        assert [e.shutdown for e in reports_only] == [True]
+        assert progress_filter(_docs(runs, FAULTS, STALL_EVENTS), Filter(jobs=(FAULTS,))) is not None
 
     def test_straggler_job_has_no_stall(self, runs: Corpus) -> None:
         """A job that is slow but never stops has no stall episode (its watchdog is off)."""

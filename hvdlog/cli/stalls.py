@@ -7,7 +7,7 @@ import click
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.spec import format_ranks
-from hvdlog.query.stalls import STALL_EVENTS, stall_episodes
+from hvdlog.query.stalls import find_stalls
 
 __all__ = ["stalls"]
 
@@ -21,7 +21,7 @@ def stalls(run: Run, merge_gap: float, **_: object) -> None:
 
     Exit 0 when there was at least one stall, 1 when none, 2 on an error.
     """
-    episodes = stall_episodes(run.documents(any_of=STALL_EVENTS), merge_gap)
+    episodes = find_stalls(lambda spec: run.documents(spec=spec), run.spec, merge_gap)
     printer = Printer(as_json=run.as_json)
     for episode in episodes:
         if run.as_json:

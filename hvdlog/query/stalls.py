@@ -11,15 +11,16 @@ the job then fails (an error, a signal, or Horovod's own "Will shutdown").
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field
 from hvdlog.fields import level_at_least
-from hvdlog.query.spec import Condition, sort_key, timestamp_millis
+from hvdlog.query.spec import Condition, Filter, sort_key, timestamp_millis
 
-__all__ = ["STALL_EVENTS", "StallEpisode", "stall_episodes"]
+__all__ = ["STALL_EVENTS", "StallEpisode", "find_stalls", "progress_filter", "stall_episodes"]
 
 #: What the analysis needs from a source: stall reports and anything that ends a job.
 STALL_EVENTS: Final = (
@@ -27,7 +28,6 @@ STALL_EVENTS: Final = (
     Condition("horovod.stall.missing_ranks"),
     Condition("event.action", ("stall", "stall_resolved", "signal", "uncaught_exception")),
     Condition("log.level", min_level="error"),
-    Condition("step"),  # progress of a stalled rank ends its stall when its watchdog could not say so
 )
 
 
@@ -61,8 +61,6 @@ class StallEpisode:
 
 
 def _iso(millis: int) -> str:
-    from datetime import datetime, timezone
-
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -100,11 +98,10 @@ def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
     rank = doc.get("rank")
     if not isinstance(rank, int):
         return
+    if rank not in episode._stalled:  # the step it stalled at (a later report of the same stall repeats it)
+        step = doc.get("step")
+        episode._stalled_steps[rank] = step if isinstance(step, int) else -1
     episode._stalled.add(rank)
-    if isinstance(step := doc.get("step"), int):
-        episode._stalled_steps[rank] = step
-    else:
-        episode._stalled_steps.setdefault(rank, -1)
     if operation := get_field(doc, "horovod.stall.operation"):
         if rank not in episode.waiting_ranks:
             episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
@@ -188,3 +185,30 @@ def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0) -> list[S
             _add(episode, doc, millis)
     finished = [_finish(episode, failures.get(episode.job, [])) for episode in episodes]
     return sorted(finished, key=lambda episode: episode._start_ms)
+
+
+def progress_filter(docs: Sequence[Document], base: Filter) -> Filter | None:
+    """The later steps of ranks whose watchdog stall is still open in ``docs`` (None if none is).
+
+    A rank that moves on may die before its watchdog reports the resolution; only its later
+    step events show it. Fetching just those keeps ``stalls`` from reading every step event.
+    """
+    still_open = [e for e in stall_episodes(docs) if e.source == "watchdog" and not e.resolved and e._stalled]
+    if not still_open:
+        return None
+    ranks = frozenset(rank for e in still_open for rank in e._stalled)
+    first_step = min(e._stalled_steps.get(rank, -1) for e in still_open for rank in e._stalled)
+    start = datetime.fromtimestamp(min(e._start_ms for e in still_open) / 1000, tz=timezone.utc)
+    jobs = tuple({e.job for e in still_open if e.job is not None}) if all(e.job for e in still_open) else base.jobs
+    since = max(base.since, start) if base.since else start
+    return replace(base, ranks=ranks, jobs=jobs, since=since, steps=(first_step + 1, None), any_of=())
+
+
+def find_stalls(search: Callable[[Filter], Iterable[Document]], base: Filter, merge_gap: float = 150.0) -> list[StallEpisode]:
+    """Episodes from any source: stall reports and failures first, then the progress that may end them."""
+    docs = list(search(replace(base, any_of=STALL_EVENTS)))
+    extra = progress_filter(docs, base)
+    if extra is not None:
+        reports = Filter(any_of=STALL_EVENTS)
+        docs += [doc for doc in search(extra) if not reports.matches(doc)]
+    return stall_episodes(docs, merge_gap)
