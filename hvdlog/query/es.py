@@ -75,7 +75,7 @@ class ElasticsearchSource:
         except ApiError as exc:
             raise SourceError(f"request failed ({exc.meta.status}): {exc.message}") from None
 
-    def _pages(self, query: dict[str, Any], sort: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    def _pages(self, query: dict[str, Any], newest_first: bool = False) -> Iterator[list[dict[str, Any]]]:
         es = self._client()
         with self._errors():
             opened = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)
@@ -89,7 +89,7 @@ class ElasticsearchSource:
                     response = es.search(
                         pit={"id": pit, "keep_alive": "2m"},
                         query=query,
-                        sort=[*sort, {"_shard_doc": sort[0][next(iter(sort[0]))]["order"]}],
+                        sort=[*_DESC, {"_shard_doc": "desc"}] if newest_first else [*SORT, {"_shard_doc": "asc"}],
                         size=self.page_size,
                         search_after=after,
                         track_total_hits=False,
@@ -110,17 +110,17 @@ class ElasticsearchSource:
         """Every match (or the ``last`` N), sorted by time then rank."""
         query = to_query(spec)
         if last is None:
-            for hits in self._pages(query, SORT):
+            for hits in self._pages(query):
                 for hit in hits:
                     if spec.matches(hit["_source"]):
                         yield hit["_source"]
             return
         newest: list[Document] = []
-        for hits in self._pages(query, _DESC):
+        for hits in self._pages(query, newest_first=True):
             newest.extend(hit["_source"] for hit in hits if spec.matches(hit["_source"]))
             if len(newest) >= last:
                 break
-        yield from sorted(newest[:last], key=sort_key)
+        yield from sorted(reversed(newest[:last]), key=sort_key)  # ties keep index order, as ascending
 
     def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
         """Documents indexed from now on, by polling for ``@timestamp`` at or after the last one seen.
