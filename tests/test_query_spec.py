@@ -169,3 +169,16 @@ class TestPrinter:
         monkeypatch.setenv("NO_COLOR", "1")
         assert "\x1b[" not in self._line(None, tty=True)
         assert "\x1b[" in self._line(True)
+
+
+def test_library_imports_stay_light() -> None:
+    """The query library loads neither the Elasticsearch client, click nor rich until a command needs them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hvdlog.query.es, hvdlog.query.files, hvdlog.query.stalls, hvdlog.query.stragglers, hvdlog.query.failures;"
+        "print(sorted(m for m in ('elasticsearch', 'elastic_transport', 'click', 'rich') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
