@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from hvdlog.cli.main import cli
-from query_corpus import FAULTS, STRAGGLER, Corpus, corpus
+from query_corpus import FAULTS, REPO, STRAGGLER, Corpus, corpus
 
 pytestmark = pytest.mark.horovod
 
@@ -26,6 +26,11 @@ pytestmark = pytest.mark.horovod
 def fixture_runs() -> Corpus:
     """The shared real runs."""
     return corpus()
+
+
+#: This tree's CLI in a child process (whatever checkout the venv's console script points to).
+IN_TREE_HVDLOG = [sys.executable, "-c", "from hvdlog.cli.main import main; main()"]
+IN_TREE_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def hvdlog(*args: str) -> Result:
@@ -85,10 +90,9 @@ class TestGrep:
         job.mkdir(parents=True)
         target = job / "rank-0.jsonl"
         shutil.copy(runs.logs / FAULTS / runs.host / "rank-0.jsonl", target)
-        exe = Path(sys.executable).with_name("hvdlog")
         process = subprocess.Popen(
-            [str(exe), "grep", "-f", "--interval", "0.2", "--json", "late event", str(tmp_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [*IN_TREE_HVDLOG, "grep", "-f", "--interval", "0.2", "--json", "late event", str(tmp_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=IN_TREE_ENV,
         )
         try:
             time.sleep(2.0)

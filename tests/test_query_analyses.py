@@ -9,9 +9,8 @@ from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
 from hvdlog.query.stalls import STALL_EVENTS, find_stalls, progress_filter, stall_episodes
 from hvdlog.query.stragglers import STEP_EVENTS, stragglers
-from query_corpus import FAULTS, STRAGGLER, Corpus, corpus
+from query_corpus import FAULTS, REPO as REPO_ROOT, STRAGGLER, Corpus, corpus
 
-pytestmark = pytest.mark.horovod
 
 
 @pytest.fixture(name="runs", scope="module")
@@ -24,6 +23,7 @@ def _docs(runs: Corpus, job: str, any_of: tuple) -> list[dict]:  # type: ignore[
     return list(FileSource([runs.logs]).search(Filter(jobs=(job,), any_of=any_of)))
 
 
+@pytest.mark.horovod
 class TestStalls:
     def test_hang_is_one_episode_naming_the_hung_rank(self, runs: Corpus) -> None:
         """Rank 1 hangs 4 s at step 3: one episode, rank 1 missing, rank 0 waiting in the optimizer's allreduce."""
@@ -48,6 +48,7 @@ class TestStalls:
         assert stall_episodes(_docs(runs, STRAGGLER, STALL_EVENTS)) == []
 
 
+@pytest.mark.horovod
 class TestStragglers:
     def test_slow_rank_is_flagged_fast_rank_is_not(self, runs: Corpus) -> None:
         """Rank 1 sleeps before each step: flagged on its own samples/s; rank 0 is not."""
@@ -65,6 +66,7 @@ class TestStragglers:
         assert all(row.lag_steps == 0 for row in rows)
 
 
+@pytest.mark.horovod
 class TestFirstFailure:
     def test_culprit_is_the_raising_rank_and_the_other_is_collateral(self, runs: Corpus) -> None:
         """Rank 1 raised InjectedFault; rank 0's HorovodInternalError is collateral, not blamed."""
@@ -87,3 +89,34 @@ class TestFirstFailure:
     def test_no_failure_in_a_clean_job(self, runs: Corpus) -> None:
         """The straggler job ended cleanly: no report."""
         assert first_failure(_docs(runs, STRAGGLER, FAILURE_EVENTS)) == []
+
+
+MPI_CORPUS = REPO_ROOT / "tests" / "corpus" / "horovod.core"
+
+
+class TestHorovodStallInspector:
+    """Real Open MPI captures of Horovod's own stall inspector (recorded by tests/corpus/tools/record.sh)."""
+
+    def _docs(self, name: str, any_of: tuple) -> list[dict]:  # type: ignore[type-arg]
+        source = FileSource([MPI_CORPUS / name], timezone="UTC", warn=lambda message: None)
+        return list(source.search(Filter(any_of=any_of)))
+
+    def test_repeated_warnings_are_one_episode(self) -> None:
+        """Three warnings 2 s apart about rank 1 are one inspector episode, without shutdown."""
+        source = FileSource([MPI_CORPUS / "mpi-stall-console.log"], timezone="UTC", warn=lambda message: None)
+        (episode,) = find_stalls(source.search, Filter())
+        assert (episode.source, episode.missing_ranks, episode.tensors) == ("inspector", [1], ["allreduce.grad.step1"])
+        assert episode.reports == 3 and not episode.shutdown
+        assert 5.0 <= episode.duration_s <= 7.0
+
+    def test_shutdown_episode(self) -> None:
+        """The `!` warning and "Will shutdown": the episode ended in shutdown."""
+        (episode,) = stall_episodes(self._docs("mpi-stall-shutdown-console.log", STALL_EVENTS))
+        assert episode.shutdown and episode.missing_ranks == [1]
+
+    def test_stall_shutdown_blames_the_stalled_rank_not_the_reporter(self) -> None:
+        """Rank 0 printed the stall error and then died: rank 1 (marked `!`) is blamed, rank 0 is collateral."""
+        (report,) = first_failure(self._docs("mpi-stall-shutdown-console.log", FAILURE_EVENTS))
+        assert report.culprit is None and report.blamed_ranks == [1]
+        assert report.stall is not None and report.stall["reported_by"] == 0
+        assert [item["rank"] for item in report.collateral] == [0]

@@ -22,7 +22,7 @@ from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.files import FileSource, discover
 from hvdlog.query.spec import Filter, sort_key
 from hvdlog.parse import parse_paths
-from query_corpus import FAULTS, STRAGGLER, Corpus, corpus, start
+from query_corpus import FAULTS, REPO, STRAGGLER, Corpus, corpus, start
 
 pytestmark = [pytest.mark.elasticsearch, pytest.mark.horovod]
 
@@ -146,13 +146,15 @@ def test_follow_on_elasticsearch(indexed: Corpus, es_url: str) -> None:
     import threading
     import time
     from datetime import datetime, timezone
-    from pathlib import Path
 
     from elasticsearch import Elasticsearch
 
-    exe = Path(sys.executable).with_name("hvdlog")
-    command = [str(exe), "grep", "-f", "--interval", "0.3", "--json", "late es event", "--es", es_url, "--index", INDEX]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import os
+
+    in_tree = [sys.executable, "-c", "from hvdlog.cli.main import main; main()"]
+    command = [*in_tree, "grep", "-f", "--interval", "0.3", "--json", "late es event", "--es", es_url, "--index", INDEX]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     created = None
     try:
         time.sleep(2.0)
@@ -177,3 +179,22 @@ def test_unknown_index_warns_and_finds_nothing(indexed: Corpus, es_url: str) -> 
     """A mistyped --index is not silent: exit 1 and a warning naming it."""
     code, docs, err = _run("grep", "x", "--es", es_url, "--index", "no-such-index")
     assert (code, docs) == (1, []) and "no index matches 'no-such-index'" in err
+
+
+MPI_CAPTURES = [REPO / "tests" / "corpus" / "horovod.core" / name for name in ("mpi-stall-console.log", "mpi-stall-shutdown-console.log")]
+
+
+@pytest.mark.parametrize("command", ["stalls", "first-failure"])
+def test_stall_inspector_same_from_files_and_elasticsearch(es_url: str, command: str) -> None:
+    """Horovod's own stall inspector (real Open MPI captures): same episodes and blame from both sources."""
+    from elasticsearch import Elasticsearch
+
+    index = "hvdlog-query-mpi"
+    with Elasticsearch(es_url, request_timeout=60) as es:
+        if not es.indices.exists(index=index):
+            es.indices.create(index=index, mappings=mappings(), settings={"number_of_shards": 1, "number_of_replicas": 0})
+            _bulk(es, index, list(parse_paths([str(path) for path in MPI_CAPTURES], timezone="UTC")))
+    code_files, from_files, err = _run(command, "--json", "--tz", "UTC", *map(str, MPI_CAPTURES))
+    code_es, from_es, err_es = _run(command, "--json", "--es", es_url, "--index", index)
+    assert (code_files, code_es) == (0, 0), (err, err_es)
+    assert from_files == from_es and len(from_files) >= 1

@@ -7,6 +7,7 @@ import click
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.failures import FAILURE_EVENTS, first_failure as analyse
+from hvdlog.query.spec import format_ranks
 
 __all__ = ["first_failure"]
 
@@ -26,7 +27,15 @@ def first_failure(run: Run, **_: object) -> None:
             printer.json(report.to_json())
             continue
         culprit = report.culprit
-        if culprit is None:
+        if report.stall is not None:
+            stall = report.stall
+            printer.text(
+                f"job {report.job}: Horovod shut down on a stall at {format_time(stall['@timestamp'])}: "
+                f"rank(s) {format_ranks(report.blamed_ranks)} never joined {', '.join(stall['tensors']) or 'the collective'} "
+                f"(reported by rank {stall['reported_by']})",
+                style="bold red",
+            )
+        elif culprit is None:
             printer.text(f"job {report.job}: no genuine error found; only collateral failures", style="yellow")
         else:
             printer.text(

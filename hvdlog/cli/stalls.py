@@ -27,7 +27,9 @@ def stalls(run: Run, merge_gap: float, **_: object) -> None:
         if run.as_json:
             printer.json(episode.to_json())
             continue
-        end = "shut down" if episode.shutdown else "resolved" if episode.resolved else "unresolved"
+        # The inspector never says a stall is over: without a shutdown, its warnings just stop.
+        quiet = "no shutdown" if episode.source == "inspector" else "unresolved"
+        end = "shut down" if episode.shutdown else "resolved" if episode.resolved else quiet
         missing = format_ranks(episode.missing_ranks) or "?"
         line = (
             f"{format_time(episode.start)}  job {episode.job}  {episode.duration_s:>7.1f} s  "

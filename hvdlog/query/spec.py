@@ -39,6 +39,7 @@ __all__ = [
     "Filter",
     "FilterError",
     "format_ranks",
+    "job_of",
     "parse_ranks",
     "parse_steps",
     "parse_time",
@@ -139,6 +140,20 @@ def _floor_millis(parsed: datetime) -> int:
     """Truncate to the millisecond exactly like Elasticsearch's ``date`` type does."""
     whole = parsed.replace(microsecond=0)
     return int(whole.timestamp()) * 1000 + parsed.microsecond // 1000
+
+
+_TREE_RANK_DIR: Final = re.compile(r"^(?P<job>.*)/rank\.\d+/(?:stdout|stderr)$")
+
+
+def job_of(doc: Mapping[str, Any]) -> str | None:
+    """Which job a document belongs to: ``job``, else its ``--output-filename`` tree, else its file."""
+    if job := doc.get("job"):
+        return str(job)
+    path = get_field(doc, "log.file.path")
+    if not isinstance(path, str):
+        return None
+    match = _TREE_RANK_DIR.match(path.replace("\\", "/"))
+    return match["job"] if match else path
 
 
 def sort_key(doc: Mapping[str, Any]) -> tuple[int, int]:

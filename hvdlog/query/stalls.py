@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from hvdlog.documents import Document, get_field
 from hvdlog.fields import level_at_least
-from hvdlog.query.spec import Condition, Filter, sort_key, timestamp_millis
+from hvdlog.query.spec import Condition, Filter, job_of, sort_key, timestamp_millis
 
 __all__ = ["STALL_EVENTS", "StallEpisode", "find_stalls", "progress_filter", "stall_episodes"]
 
@@ -73,7 +73,7 @@ def _is_failure(doc: Document) -> bool:
 def _open(source: str, doc: Document, millis: int) -> StallEpisode:
     seconds = float(get_field(doc, "horovod.stall.seconds") or 0.0)
     start = millis - int(seconds * 1000)
-    return StallEpisode(source, doc.get("job"), _iso(start), None, 0.0, _start_ms=start, _last_ms=millis)
+    return StallEpisode(source, job_of(doc), _iso(start), None, 0.0, _start_ms=start, _last_ms=millis)
 
 
 def _add(episode: StallEpisode, doc: Document, millis: int) -> None:
@@ -159,7 +159,7 @@ def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0) -> list[S
         millis = timestamp_millis(doc.get("@timestamp"))
         if millis is None:
             continue
-        job = doc.get("job")
+        job = job_of(doc)
         source = get_field(doc, "horovod.stall.source")
         if source is None and get_field(doc, "horovod.stall.missing_ranks") is not None:
             source = "inspector"
@@ -199,9 +199,9 @@ def progress_filter(docs: Sequence[Document], base: Filter) -> Filter | None:
     ranks = frozenset(rank for e in still_open for rank in e._stalled)
     first_step = min(e._stalled_steps.get(rank, -1) for e in still_open for rank in e._stalled)
     start = datetime.fromtimestamp(min(e._start_ms for e in still_open) / 1000, tz=timezone.utc)
-    jobs = tuple({e.job for e in still_open if e.job is not None}) if all(e.job for e in still_open) else base.jobs
     since = max(base.since, start) if base.since else start
-    return replace(base, ranks=ranks, jobs=jobs, since=since, steps=(first_step + 1, None), any_of=())
+    # Not narrowed by job: stall_episodes matches progress to its own job anyway.
+    return replace(base, ranks=ranks, since=since, steps=(first_step + 1, None), any_of=())
 
 
 def find_stalls(search: Callable[[Filter], Iterable[Document]], base: Filter, merge_gap: float = 150.0) -> list[StallEpisode]:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field
-from hvdlog.query.spec import Condition, timestamp_millis
+from hvdlog.query.spec import Condition, job_of, timestamp_millis
 
 __all__ = ["STEP_EVENTS", "RankProgress", "stragglers"]
 
@@ -63,7 +63,7 @@ def _collect(docs: Iterable[Document]) -> tuple[dict[tuple[Any, int], _Track], d
     tracks: dict[tuple[Any, int], _Track] = {}
     sizes: dict[Any, int] = {}
     for doc in docs:
-        rank, step, job = doc.get("rank"), doc.get("step"), doc.get("job")
+        rank, step, job = doc.get("rank"), doc.get("step"), job_of(doc)
         if isinstance(size := doc.get("size"), int):
             sizes[job] = max(sizes.get(job, 0), size)
         if not isinstance(rank, int) or not isinstance(step, int):
