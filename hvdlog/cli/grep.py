@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import heapq
+import queue
+import threading
 from dataclasses import replace
 
 import click
@@ -10,7 +12,7 @@ import click
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.fields import LEVELS
-from hvdlog.query.source import SourceError
+from hvdlog.query.source import Source, SourceError
 from hvdlog.documents import Document
 from hvdlog.query.spec import Filter, FilterError, sort_key
 
@@ -94,10 +96,29 @@ def _last(run: Run, spec: Filter, last: int) -> list[Document]:
 
 
 def _follow(run: Run, spec: Filter, interval: float, printer: Printer) -> None:
-    """Poll the first source (the files when PATHs are given); Ctrl-C ends it with the usual exit code."""
+    """Poll every source in its own thread and print what they find; Ctrl-C ends it with the usual exit code.
+
+    Events print as they arrive (sources are not merged by time while following).
+    """
+    found: queue.Queue[Document | str] = queue.Queue()
+
+    def pump(source: Source) -> None:
+        try:
+            for doc in source.follow(spec, interval):
+                found.put(doc)
+        except SourceError as exc:
+            found.put(f"{source.label}: {exc}")
+
+    for source in run.sources:
+        threading.Thread(target=pump, args=(source,), daemon=True, name=f"follow {source.label}").start()
     try:
-        for doc in run.sources[0].follow(spec, interval):
-            printer.event(_single(doc))
+        while True:
+            item = found.get()
+            if isinstance(item, str):
+                run.failures.append(item)
+                click.echo(f"hvdlog: warning: {item}", err=True)
+                continue
+            printer.event(_single(item))
             printer.flush()
     except KeyboardInterrupt:
         pass
