@@ -66,6 +66,11 @@ class TestEcsJsonRenderer:
         doc = render(EcsJsonRenderer(dict(STATIC)), loss=torch.tensor(0.25), path=__import__("pathlib").Path("/x"))
         assert doc["loss"] == 0.25 and doc["extra"]["path"] == "/x"
 
+    def test_non_string_keys(self) -> None:
+        """A dict with integer keys (a per-rank table, say) is rendered, not refused."""
+        doc = render(EcsJsonRenderer(dict(STATIC)), per_rank={0: 1.5, 1: 2.5})
+        assert doc["extra"]["per_rank"] == {"0": 1.5, "1": 2.5}
+
     def test_secrets_are_redacted(self) -> None:
         """A secret env value never appears, even JSON-escaped inside a string."""
         secret = 'p@ss"word\\42'
