@@ -33,6 +33,9 @@ filebeat="$(bash "$REPO_ROOT/scripts/install-filebeat.sh")"
 cat <<ENV
 export PATH="$VENV/bin:\$PATH"
 export VIRTUAL_ENV="$VENV"
+# The venv is shared by every clone; this checkout's code comes first whatever the
+# editable install last pointed at (two clones testing at once stay independent).
+export PYTHONPATH="$REPO_ROOT\${PYTHONPATH:+:\$PYTHONPATH}"
 export HVDLOG_ES_HOME="$es_home"
 export HVDLOG_MUSTACHE="$HVDLOG_CACHE/mustache-$MUSTACHE_VERSION/mustache"
 export HVDLOG_JRUBY="$HVDLOG_CACHE/jruby-$JRUBY_VERSION/jruby-complete.jar"

@@ -513,6 +513,21 @@ class TestSetupService:
         reader.close()
         writer.close()
 
+    def test_grep_over_https_as_reader(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
+        """`hvdlog grep --es https://... --es-ca` reads as hvdlog_reader; without the CA it says to pass one."""
+        writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
+        document = {"@timestamp": "2026-11-29T16:01:00Z", "message": "grep over tls", "rank": 5, "log": {"level": "error"}}
+        writer.index(index="logs-horovod.app-default", document=document, op_type="create", refresh=True)
+        writer.close()
+        env = {**os.environ, "HVDLOG_ES_USERNAME": "hvdlog_reader", "HVDLOG_ES_PASSWORD": FILLED_ENV["HVDLOG_READER_PASSWORD"]}
+        hvdlog = str(Path(sys.executable).with_name("hvdlog"))
+        command = [hvdlog, "grep", "--json", "--rank", "5", "grep over tls", "--es", secured_es.url]
+        found = subprocess.run([*command, "--es-ca", str(certs / "ca" / "ca.crt")], capture_output=True, text=True, env=env, check=False)
+        assert found.returncode == 0, found.stderr
+        assert [json.loads(line)["message"] for line in found.stdout.splitlines()] == ["grep over tls"]
+        refused = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        assert refused.returncode == 2 and "pass the cluster's CA with --es-ca" in refused.stderr, refused.stderr
+
     def test_templates_and_privilege_names(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
         """`hvdlog setup` ran as elastic over TLS (rank mapped as integer), and every privilege
         our roles name is one this Elasticsearch knows."""

@@ -115,3 +115,17 @@ def test_hang_produces_stall_events_under_gloo(tmp_path_factory: pytest.TempPath
     for rank in (0, 1):
         resolved = [e for e in run.events(rank) if e.get("event.action") == "stall_resolved" and e.get("step") == 3]
         assert len(resolved) == 1 and resolved[0]["horovod.stall.seconds"] >= 6
+
+
+def test_straggler_is_flagged_by_hvdlog_stragglers(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """--straggler-rank 1 slows rank 1's compute; samples_per_sec (measured before the allreduce wait) shows it."""
+    run = horovodrun(tmp_path_factory, "gloo-straggler", "--straggler-rank", "1", "--straggler-delay", "0.05")
+    assert run.result.returncode == 0, run.result.stderr[-3000:]
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("hvdlog")), "stragglers", "--json", str(run.root / run.job)],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {row["rank"]: row for row in map(orjson.loads, result.stdout.splitlines())}
+    assert rows[1]["outlier"] and not rows[0]["outlier"]
+    assert rows[1]["samples_per_sec"] < rows[0]["samples_per_sec"] / 2

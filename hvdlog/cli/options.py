@@ -67,7 +67,9 @@ def _with(spec: Filter, **changes: Any) -> Filter:
     return replace(spec, **changes)
 
 
-def build_sources(paths: Sequence[str], es_urls: Sequence[str], index: str, timeout: float, tz: str | None) -> list[Source]:
+def build_sources(
+    paths: Sequence[str], es_urls: Sequence[str], index: str, timeout: float, tz: str | None, es_ca: str | None = None
+) -> list[Source]:
     """One file source for all PATHs, one Elasticsearch source per ``--es``."""
     sources: list[Source] = []
     if paths:
@@ -75,7 +77,7 @@ def build_sources(paths: Sequence[str], es_urls: Sequence[str], index: str, time
 
         sources.append(FileSource(paths, timezone=tz, warn=_warn))
     for url in es_urls:
-        sources.append(ElasticsearchSource(url, index=index, timeout=timeout, warn=_warn))
+        sources.append(ElasticsearchSource(url, index=index, timeout=timeout, warn=_warn, ca_certs=es_ca))
     if not sources:
         fail("nothing to read: give log files or directories, or --es URL")
     return sources
@@ -119,6 +121,10 @@ def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--since", metavar="T", help="Only events at or after T (ISO 8601, or an age like 2h).")
     @click.option("--until", metavar="T", help="Only events at or before T (ISO 8601, or an age like 10m).")
     @click.option("--es", "es_urls", multiple=True, metavar="URL", help="Read from Elasticsearch at URL (credentials: HVDLOG_ES_* env).")
+    @click.option(
+        "--es-ca", type=click.Path(exists=True, dir_okay=False), envvar="HVDLOG_ES_CA", show_envvar=True,
+        help="CA bundle (PEM) for HTTPS to Elasticsearch (the stack's ca.crt).",
+    )
     @click.option("--index", default=DEFAULT_INDEX, show_default=True, help="Index pattern on Elasticsearch.")
     @click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds to wait for Elasticsearch.")
     @click.option("--tz", default=None, help="Time zone of native Horovod timestamps (they have none); default: this machine's zone.")
@@ -129,7 +135,9 @@ def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
             options["pattern"], options["paths"] = split_pattern(options.pop("args"), options.get("pattern"))
         paths = options.pop("paths", ())
         run = Run(
-            build_sources(paths, options.pop("es_urls"), options.pop("index"), options.pop("timeout"), options.pop("tz")),
+            build_sources(
+                paths, options.pop("es_urls"), options.pop("index"), options.pop("timeout"), options.pop("tz"), options.pop("es_ca")
+            ),
             build_filter(options),
             options.pop("as_json"),
         )

@@ -33,9 +33,17 @@ class ElasticsearchSource:
     """One Elasticsearch cluster (and index pattern) as a :class:`~hvdlog.query.source.Source`."""
 
     def __init__(
-        self, url: str, *, index: str = DEFAULT_INDEX, timeout: float = 10.0, page_size: int = 2000, warn: Warn = stderr_warn
+        self,
+        url: str,
+        *,
+        index: str = DEFAULT_INDEX,
+        timeout: float = 10.0,
+        page_size: int = 2000,
+        warn: Warn = stderr_warn,
+        ca_certs: str | None = None,
     ) -> None:
         self.url = url
+        self.ca_certs = ca_certs
         self.warn = warn
         self.index = index
         self.timeout = timeout
@@ -52,7 +60,7 @@ class ElasticsearchSource:
                 auth["api_key"] = key
             elif user := os.environ.get("HVDLOG_ES_USERNAME"):
                 auth["basic_auth"] = (user, os.environ.get("HVDLOG_ES_PASSWORD", ""))
-            self._es = Elasticsearch(self.url, request_timeout=self.timeout, max_retries=0, **auth)
+            self._es = Elasticsearch(self.url, request_timeout=self.timeout, max_retries=0, ca_certs=self.ca_certs, **auth)
         return self._es
 
     @contextmanager
@@ -60,12 +68,14 @@ class ElasticsearchSource:
         """Turn client exceptions into one sentence that says what to check."""
         from elasticsearch import ApiError, AuthenticationException, AuthorizationException
         from elastic_transport import ConnectionError as TransportConnectionError
-        from elastic_transport import ConnectionTimeout
+        from elastic_transport import ConnectionTimeout, TlsError
 
         try:
             yield
         except ConnectionTimeout:
             raise SourceError(f"no answer within {self.timeout:g} s: is the cluster overloaded? (raise --timeout)") from None
+        except TlsError as exc:
+            raise SourceError(f"TLS with {self.url} failed ({exc.message}): pass the cluster's CA with --es-ca (HVDLOG_ES_CA)") from None
         except TransportConnectionError as exc:
             raise SourceError(f"cannot connect ({exc.message if hasattr(exc, 'message') else exc}): is Elasticsearch running at {self.url}?") from None
         except AuthenticationException:
