@@ -11,6 +11,7 @@ JRUBY_VERSION="9.4.13.0"  # the JRuby line Logstash 8.19 embeds (tests run its r
 
 # Caches live outside the clone so a fresh clone (CI) reuses them.
 HVDLOG_CACHE="${HVDLOG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdlog}"
+command -v "$PYTHON_BIN" >/dev/null || { printf 'xx no Python at %s: install Python 3.10+ or set PYTHON\n' "$PYTHON_BIN" >&2; exit 2; }
 PY_TAG="$("$PYTHON_BIN" -c 'import sys; print(f"py{sys.version_info[0]}.{sys.version_info[1]}")')"
 VENV="${HVDLOG_VENV:-$HVDLOG_CACHE/venv-$PY_TAG-torch$TORCH_VERSION}"
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -7,15 +7,17 @@ source "$(dirname "$0")/lib.sh"
 
 ensure_debs openmpi-bin libopenmpi-dev cmake util-linux
 
-if [ ! -x "$VENV/bin/python" ]; then
+# A venv cannot be moved (its scripts name its path), so it is built in place and marked
+# ready only when torch is in: an interrupted first run starts over instead of half-working.
+if [ ! -f "$VENV/.hvdlog-ready" ]; then
   log "creating the venv $VENV"
-  "$PYTHON_BIN" -m venv "$VENV.partial" || die "could not create a venv with $PYTHON_BIN"
+  rm -rf "$VENV"
+  "$PYTHON_BIN" -m venv "$VENV" || die "could not create a venv with $PYTHON_BIN"
   # PyPI's Linux torch wheel pulls CUDA runtime wheels (about 5 GB installed); no CPU-only
   # wheel is served by the registries this project can use.
   log "installing torch $TORCH_VERSION from PyPI (about 1-2 minutes, once)"
-  "$VENV.partial/bin/pip" install -q "torch==$TORCH_VERSION" numpy \
-    || { rm -rf "$VENV.partial"; die "pip could not install torch $TORCH_VERSION"; }
-  mv "$VENV.partial" "$VENV"
+  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy || die "pip could not install torch $TORCH_VERSION"
+  touch "$VENV/.hvdlog-ready"
 fi
 
 bash "$REPO_ROOT/scripts/build-horovod.sh"
