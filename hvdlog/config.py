@@ -14,7 +14,7 @@ import re
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,6 @@ class Configuration:
     hooks: Hooks | None = None
     capture: NativeCapture | None = None
     watchdog: StallWatchdog | None = None
-    extra_cleanup: list[Any] = field(default_factory=list)
 
     def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
         """Log one event outside structlog (hooks, watchdog): same renderer, same file."""
