@@ -210,7 +210,7 @@ class TestStack:
         assert targets["/usr/share/logstash/config/pipelines.yml"] == REPO / "logstash" / "pipelines.yml"
         assert targets["/usr/share/logstash/config/logstash.yml"] == REPO / "logstash" / "config" / "logstash.yml"
         assert targets["/usr/share/logstash/pipeline"] == REPO / "logstash" / "pipeline"
-        assert targets["/usr/share/logstash/patterns"] == REPO / "logstash" / "patterns"
+        assert targets["/usr/share/logstash/patterns"] == REPO / "hvdlog" / "parse" / "assets" / "patterns"
 
 
 class TestEnvironment:

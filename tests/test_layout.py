@@ -25,7 +25,7 @@ class TestLayout:
 
     @pytest.mark.parametrize("path", PATHS)
     def test_grok_pattern_agrees(self, path: str) -> None:
-        """logstash/patterns/horovod's HOROVOD_LAYOUT_PATH finds the same job, host and rank as parse_path()."""
+        """hvdlog/parse/assets/patterns/horovod's HOROVOD_LAYOUT_PATH finds the same job, host and rank as parse_path()."""
         truth = layout.parse_path(path)
         assert truth is not None
         fields = path_fields(path)

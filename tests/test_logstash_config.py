@@ -69,7 +69,7 @@ class TestPipelines:
 
 class TestOneSourceOfPatterns:
     def test_grok_references_exist(self) -> None:
-        """Every %{NAME} the confs use is defined in logstash/patterns/horovod."""
+        """Every %{NAME} the confs use is defined in hvdlog/parse/assets/patterns/horovod."""
         definitions = load_definitions()
         used = {name for conf in CONFS for name in re.findall(r"%\{(\w+)", conf.read_text(encoding="utf-8"))}
         assert used and used <= set(definitions)

@@ -3,7 +3,7 @@
 Reads our JSON event files, native captures (per-rank ``rank-N.stdout.log``), horovodrun
 console captures (launcher-tagged, ranks interleaved) and ``--output-filename`` trees,
 and yields the documents Logstash's pipelines produce for the same lines, using the same
-grok pattern file (``logstash/patterns/horovod``). ``hvdlog grep``/``stalls``/... build on
+grok pattern file (``hvdlog/parse/assets/patterns/horovod``). ``hvdlog grep``/``stalls``/... build on
 :func:`parse_paths` and :func:`parse_lines`.
 
 .. versionadded:: 0.1.0

@@ -3,7 +3,7 @@
 horovodrun --gloo prefixes ``[3]<stdout>:``, Open MPI ``[1,3]<stderr>:`` (and tags every
 read chunk, so a line written piecewise carries tags in its middle, even inside the
 timestamp), MPICH/Hydra ``[3] ``. Tags are parsed with the grok patterns of
-``logstash/patterns/horovod``; a per-rank file's path gives rank and stream instead.
+``hvdlog/parse/assets/patterns/horovod``; a per-rank file's path gives rank and stream instead.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The grok pattern file, translated into Python regexes: one source of patterns.
 
-Logstash loads ``logstash/patterns/horovod`` through ``patterns_dir``; ``hvdlog parse``
+Logstash loads ``hvdlog/parse/assets/patterns/horovod`` through ``patterns_dir``; ``hvdlog parse``
 loads the same file and expands ``%{NAME:[field][path]:type}`` references into named
 groups, so a pattern changes in one place. The file keeps to a subset that translates
 cleanly (see its header); anything else fails here with the pattern's name.
@@ -26,10 +26,9 @@ __all__ = [
     "load_definitions",
 ]
 
-#: The repository's pattern file; ``HVDLOG_PATTERNS`` points elsewhere (e.g. an installed copy).
-PATTERN_FILE: Final = Path(
-    os.environ.get("HVDLOG_PATTERNS") or Path(__file__).resolve().parents[2] / "logstash" / "patterns" / "horovod"
-)
+#: The pattern file, shipped inside the package (Logstash mounts the same folder);
+#: ``HVDLOG_PATTERNS`` points elsewhere.
+PATTERN_FILE: Final = Path(os.environ.get("HVDLOG_PATTERNS") or Path(__file__).resolve().parent / "assets" / "patterns" / "horovod")
 
 _REFERENCE: Final = re.compile(r"%\{(?P<name>\w+)(?::(?P<field>[^:}]+))?(?::(?P<type>int|float))?\}")
 _DEFINITION: Final = re.compile(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<pattern>.*?)\s*$")

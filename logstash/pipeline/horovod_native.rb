@@ -3,7 +3,7 @@
 # `terminate` -> error.*, and the per-cycle TRACE/DEBUG chatter switch.
 #
 # It mirrors hvdlog/parse/stalls.py and native.py, and takes its regexes from the same
-# grok pattern file (logstash/patterns/horovod), expanded here the way hvdlog's Python
+# grok pattern file (hvdlog/parse/assets/patterns/horovod), expanded here the way hvdlog's Python
 # loader does, so a pattern changes in one place.
 #
 # Input (set by horovod-native.conf): [@metadata][hvd][block] = the event's lines with
