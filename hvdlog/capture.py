@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -93,6 +94,7 @@ class NativeCapture:
         for fd, (_, write_end) in pipes.items():
             os.dup2(write_end, fd)
             os.close(write_end)
+        self._await_ready()
         threading.Thread(target=self._monitor, args=(self.process, self._status), name="hvdlog-capture-monitor", daemon=True).start()
         # Python's own prints should reach the file line by line, not at exit.
         for stream in (sys.stdout, sys.stderr):
@@ -129,6 +131,20 @@ class NativeCapture:
         os.close(control_read)
         os.close(status_write)
         self._control, self._status = control_write, status_read
+
+    def _await_ready(self, timeout: float = 2.0) -> None:
+        """Wait (bounded) until the tee reads: a line's arrival time is when the tee reads it,
+        so output written while it is still starting would be stamped late."""
+        deadline = time.monotonic() + timeout
+        received = b""
+        while b"\n" not in received and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self._status], [], [], left)
+            if not ready:
+                break
+            chunk = os.read(self._status, 1)  # one byte at a time: leave later messages to the monitor
+            if not chunk:
+                break
+            received += chunk
 
     def _monitor(self, process: subprocess.Popen[bytes], status: int) -> None:
         """Follow one tee's status pipe; when it dies, start another (or give up)."""

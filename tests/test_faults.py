@@ -474,11 +474,11 @@ def test_horovodrun_log_disk_fills_mid_training(tmp_path: Path) -> None:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline and not (rank0.exists() and b'"step":5,' in rank0.read_bytes()):
                 time.sleep(0.1)
-            with open(disk / "filler", "wb") as filler:  # fill the disk for real
-                with contextlib.suppress(OSError):
-                    while True:
-                        filler.write(b"\0" * 4096)
-                        filler.flush()
+            filler = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)  # fill the disk for real
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(filler, b"\0" * 4096)
+            os.close(filler)
             full_at = time.monotonic()
             time.sleep(1.5)
             (disk / "filler").unlink()
@@ -500,3 +500,27 @@ def test_horovodrun_log_disk_fills_mid_training(tmp_path: Path) -> None:
             # Only train steps were logged while the disk was full: the note counts exactly those.
             assert sum(e["log.dropped"] for e in dropped if "horovod.launcher.stream" not in e) == 60 - len(steps)
         assert full_at
+
+
+def test_grep_orders_native_and_json_events_by_time(tmp_path: Path) -> None:
+    """Native lines carry their arrival time, so `hvdlog grep` interleaves them with JSON events in real order."""
+    body = """
+    log.info('json 1'); time.sleep(0.2)
+    print('native print 2'); time.sleep(0.2)
+    log.warning('json 3'); time.sleep(0.2)
+    os.write(2, b'Traceback (most recent call last):\\n  File "x.py", line 1, in <module>\\nValueError: native 4\\n'); time.sleep(0.2)
+    log.error('json 5'); time.sleep(0.2)
+    print('native print 6')
+    """
+    result = run(tmp_path / "logs", body)
+    assert result.returncode == 0, result.stderr[-2000:]
+    grep = subprocess.run(
+        [sys.executable, "-c", "from hvdlog.cli.main import main; main()", "grep", "--json", str(tmp_path / "logs")],
+        capture_output=True, text=True, check=False,
+    )
+    assert grep.returncode == 0, grep.stderr
+    docs = [orjson.loads(line) for line in grep.stdout.splitlines()]
+    order = [re.search(r"(json|native print|ValueError: native) (\d)", d["message"]) for d in docs]
+    assert [int(m.group(2)) for m in order if m] == [1, 2, 3, 4, 5, 6], [d["message"] for d in docs]
+    times = [d["@timestamp"] for d in docs]
+    assert times == sorted(times) and all(t.endswith("Z") for t in times)
