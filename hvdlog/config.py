@@ -95,8 +95,8 @@ def _rank_info() -> _rank.RankInfo:
 console_off = threading.Event()
 
 
-def _console_sink(fd: int):  # noqa: ANN202 - a closure over the console fd
-    """A short human line per event, for a person watching rank 0's terminal."""
+def _console_sink(fd: int, redactor: Redactor | None):  # noqa: ANN202 - a closure over the console fd
+    """A short human line per event, for a person watching rank 0's terminal (secrets redacted too)."""
     console_off.clear()
 
     def write(event: dict[str, Any]) -> None:
@@ -106,7 +106,8 @@ def _console_sink(fd: int):  # noqa: ANN202 - a closure over the console fd
         where = f"rank {event.get('rank')}" + (f" step {step}" if step is not None else "")
         line = f"{event['@timestamp'][11:23]} {event['log.level'].upper():8} [{where}] {event['message']}\n"
         try:
-            os.write(fd, line.encode(errors="replace"))
+            data = line.encode(errors="replace")
+            os.write(fd, redactor(data) if redactor else data)
         except Exception:  # noqa: BLE001 - the console is a courtesy, never a failure
             pass
 
@@ -192,7 +193,7 @@ def configure(
     console_fd = capture.console_fd(2) if capture else 2
     redactor = Redactor(secret_values()) if redact else None
     renderer = _RENDERER
-    renderer.reset(static, redactor, _console_sink(console_fd) if show_console else None)
+    renderer.reset(static, redactor, _console_sink(console_fd, redactor) if show_console else None)
     writer = _WRITER
     writer.console_fd = console_fd
     writer.open(path, max_bytes=max_bytes, backups=backups, refuse=refusal)

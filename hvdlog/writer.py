@@ -24,6 +24,7 @@ import errno
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,6 +76,20 @@ def _errno_name(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, "OSError")
 
 
+_WRITERS: weakref.WeakSet[RankFileWriter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A fork (DataLoader workers) while another thread held a writer's lock must not leave
+    the child's writer locked forever."""
+    for writer in list(_WRITERS):
+        writer._lock = threading.RLock()  # noqa: SLF001
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class RankFileWriter:
     """Appends whole lines to a file; structlog calls it as the wrapped logger.
 
@@ -88,12 +103,14 @@ class RankFileWriter:
     """
 
     __slots__ = (
-        "_lock", "_next_open", "_refused", "_retired", "_size", "_warned",
+        "__weakref__", "_lock", "_next_open", "_refused", "_retired", "_size", "_warned",
         "backups", "console_fd", "drop_note", "fallback_console", "drop_reason", "dropped", "fd", "last_resumed", "max_bytes", "path", "total_dropped",
     )
 
     def __init__(self, path: str | Path | None = None, max_bytes: int = 0, backups: int = 5) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a signal handler (our SIGTERM hook) may log while this thread is mid-write.
+        self._lock = threading.RLock()
+        _WRITERS.add(self)
         self._retired = -1
         self._size = 0
         self._next_open = 0.0

@@ -294,6 +294,41 @@ class TestCaptureProcess:
         assert ARRIVAL.match((tmp_path / "o.log").read_bytes())
 
 
+    def test_fork_while_another_thread_logs(self, tmp_path: Path) -> None:
+        """Forked children (DataLoader workers) log even if a thread held the writer's lock at the fork."""
+        body = """
+        import threading
+        done = threading.Event()
+        def spam():
+            while not done.is_set():
+                log.info('thread')
+        thread = threading.Thread(target=spam); thread.start()
+        for n in range(30):
+            pid = os.fork()
+            if pid == 0:
+                log.info('child', n=n); os._exit(0)
+            os.waitpid(pid, 0)
+        done.set(); thread.join()
+        """
+        result = run(tmp_path / "logs", body, timeout=90)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert sorted(e["extra"]["n"] for e in events(tmp_path / "logs") if e["message"] == "child") == list(range(30))
+
+
+    def test_sigterm_while_logging(self, tmp_path: Path) -> None:
+        """SIGTERM arriving mid-write: the hook's event is written and the rank still dies of SIGTERM."""
+        body = """
+        import threading
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        while True:
+            log.info('busy', pad='x' * 2000)
+        """
+        result = run(tmp_path / "logs", body, timeout=60)
+        assert result.returncode == -signal.SIGTERM, result.stderr[-2000:]
+        evs = events(tmp_path / "logs")
+        assert evs[-1]["event.action"] == "signal" or any(e.get("event.action") == "signal" for e in evs)
+
+
 class TestBadInput:
     def test_surrogates_and_invalid_utf8(self, tmp_path: Path) -> None:
         """Undecodable file names (surrogates), lone surrogates and invalid UTF-8 never raise."""
