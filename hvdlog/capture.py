@@ -44,6 +44,7 @@ Emit = Callable[[str, str, dict[str, Any]], None]
 
 _MAX_RESTARTS = 5  # within _RESTART_WINDOW seconds; more means something is badly wrong
 _RESTART_WINDOW = 30.0
+_RETRY_REPORT = 0.2  # seconds between attempts to log a drop count the JSON file refused
 
 
 @dataclass
@@ -56,6 +57,7 @@ class NativeCapture:
     backups: int = 5
     redact: bool = True
     emit: Emit | None = None
+    try_emit: Callable[[str, str, dict[str, Any]], bool] | None = None
     console_fds: dict[int, int] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
@@ -65,11 +67,8 @@ class NativeCapture:
     _stopping: bool = False
     _flushed: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def processes(self) -> list[subprocess.Popen[bytes]]:
-        """The live capture process(es): one per rank."""
-        return [self.process] if self.process is not None else []
+    _pending_drops: dict[str, tuple[int, str]] = field(default_factory=dict)
+    _drops_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
         """Start the tee and swap the file descriptors (idempotent). Raises OSError when the
@@ -151,6 +150,9 @@ class NativeCapture:
         while True:
             buffered = b""
             while True:
+                if self._pending_drops and not select.select([status], [], [], _RETRY_REPORT)[0]:
+                    self._report_drops()  # the JSON file may be writable again by now
+                    continue
                 try:
                     data = os.read(status, 4096)
                 except OSError:
@@ -175,11 +177,27 @@ class NativeCapture:
             self._flushed.set()
         elif words[:1] == ["dropped"] and len(words) >= 3 and words[2].isdigit():
             stream, count, reason = words[1], int(words[2]), (words[3] if len(words) > 3 else "")
-            self._report(
-                "warning",
-                f"{count} lines of {stream} were not written to {self.stdout_path if stream == 'stdout' else self.stderr_path} ({reason})",
-                {"event.action": "log_dropped", "event.reason": reason, "log.dropped": count, "horovod.launcher.stream": stream},
-            )
+            with self._drops_lock:
+                before, _ = self._pending_drops.get(stream, (0, reason))
+                self._pending_drops[stream] = (before + count, reason)
+        self._report_drops()
+
+    def _report_drops(self) -> None:
+        """Log the capture's drop counts; a count that cannot be written yet (the JSON file is
+        on the same full disk) is kept and added to the next report."""
+        with self._drops_lock:
+            self._report_drops_locked()
+
+    def _report_drops_locked(self) -> None:
+        for stream, (count, reason) in list(self._pending_drops.items()):
+            path = self.stdout_path if stream == "stdout" else self.stderr_path
+            fields = {"event.action": "log_dropped", "event.reason": reason, "log.dropped": count, "horovod.launcher.stream": stream}
+            try:
+                written = self.try_emit is not None and self.try_emit("warning", f"{count} lines of {stream} were not written to {path} ({reason})", fields)
+            except Exception:  # noqa: BLE001 - a report must never break the rank
+                written = False
+            if written:
+                del self._pending_drops[stream]
 
     def _restart(self, code: int) -> tuple[subprocess.Popen[bytes] | None, int]:
         """A new tee after the last one died with ``code`` (lock held)."""
@@ -247,6 +265,7 @@ class NativeCapture:
                     pass
                 else:
                     self._flushed.wait(timeout)
+            self._report_drops()
             for fd in [self._control, *self._read_ends.values(), *self.console_fds.values()]:
                 _close(fd)
             self._read_ends.clear()

@@ -54,6 +54,11 @@ class Configuration:
         if LEVEL_NUMBERS.get(level, 20) >= LEVEL_NUMBERS[self.level]:
             self.writer.write(self.renderer.render_safely(level, message, fields))
 
+    def try_emit(self, level: str, message: str, fields: dict[str, Any]) -> bool:
+        """:meth:`emit` for a caller that keeps the event and retries when it could not be
+        written (the capture's drop counts): False then, and not counted as dropped."""
+        return self.writer.write(self.renderer.render_safely(level, message, fields), count_drop=False)
+
     def dropped_note(self, count: int, reason: str) -> bytes:
         """The ``log_dropped`` line the writer puts before the first line that gets through."""
         return self.renderer.render_safely(
@@ -207,7 +212,7 @@ def configure(
     config = Configuration(path=path, job=job_id, host=host, level=level, static=static, writer=writer, renderer=renderer, capture=capture)
     writer.drop_note = config.dropped_note
     if capture is not None:
-        capture.emit = config.emit
+        capture.emit, capture.try_emit = config.emit, config.try_emit
     if install_hooks:
         config.hooks = Hooks(config.emit, max(LEVEL_NUMBERS[level], logging.DEBUG))
         config.hooks.install()

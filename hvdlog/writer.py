@@ -177,14 +177,15 @@ class RankFileWriter:
         return True
 
     # -- the hot path ---------------------------------------------------------------------
-    def write(self, line: bytes) -> bool:
+    def write(self, line: bytes, count_drop: bool = True) -> bool:
         """Write one rendered line (newline-terminated) whole, or drop it; never raises.
 
-        True when the line reached the file (or the stderr fallback).
+        True when the line reached the file (or the stderr fallback). ``count_drop=False``
+        is for a caller that keeps the line and tries again later (not a loss).
         """
         try:
             with self._lock:
-                return self._write_locked(line)
+                return self._write_locked(line, count_drop)
         except Exception as exc:  # noqa: BLE001 - logging must never raise into training code
             self.drop_reason = type(exc).__name__
             self.dropped += 1
@@ -206,17 +207,17 @@ class RankFileWriter:
             ok = self.write(b"".join(batch)) and ok
         return ok
 
-    def _write_locked(self, line: bytes) -> bool:
+    def _write_locked(self, line: bytes, count_drop: bool = True) -> bool:
         if self.fd < 0 and not self._reopen():
             return self._write_fallback(line)
         if self.dropped and self.drop_note is not None:
             note = self._note()
             if note:
                 if not self._write_whole(note):
-                    return self._drop(line)
+                    return self._drop(line) if count_drop else False
                 self._resumed()
         if not self._write_whole(line):
-            return self._drop(line)
+            return self._drop(line) if count_drop else False
         if self.dropped:
             self._resumed()
         if self.max_bytes and self._size >= self.max_bytes:
