@@ -94,7 +94,10 @@ class NativeCapture:
             os.dup2(write_end, fd)
             os.close(write_end)
         self._await_ready()
-        threading.Thread(target=self._monitor, args=(self.process, self._status), name="hvdlog-capture-monitor", daemon=True).start()
+        try:
+            threading.Thread(target=self._monitor, args=(self.process, self._status), name="hvdlog-capture-monitor", daemon=True).start()
+        except RuntimeError:
+            pass  # no thread to spare: capture still works, only without restarts and drop reports
         # Python's own prints should reach the file line by line, not at exit.
         for stream in (sys.stdout, sys.stderr):
             reconfigure = getattr(stream, "reconfigure", None)

@@ -183,7 +183,7 @@ def configure(
             pass  # read-only or full: the writers say so, and retry
         try:
             capture.start()
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - no fd, no process (EMFILE, EAGAIN): log without it
             _say(f"hvdlog: native output is not captured (cannot start the capture process: {exc})")
             capture = None
 
@@ -220,7 +220,11 @@ def configure(
     if stall_after is not None:
         config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
         config.watchdog.on_tick = refresh_rank
-        config.watchdog.start()
+        try:
+            config.watchdog.start()
+        except RuntimeError as exc:  # "can't start new thread": train without the watchdog
+            _say(f"hvdlog: stall watchdog not started: {exc}")
+            config.watchdog = None
     _current = config
     return config
 

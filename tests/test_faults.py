@@ -224,6 +224,25 @@ class TestCaptureProcess:
         restarts = [e for e in events(tmp_path / "logs") if e.get("event.action") == "capture_restarted"]
         assert [e["event.reason"] for e in restarts] == ["signal 9"] * 3
 
+    def test_console_gone(self, tmp_path: Path) -> None:
+        """The launcher's end of stdout closes (terminal gone): prints never fail, the file keeps everything."""
+        read_end, write_end = os.pipe()
+        body = """
+        time.sleep(0.3)
+        for i in range(200):
+            print('line', i)
+        log.info('done')
+        """
+        rank = subprocess.Popen([sys.executable, "-c", script(tmp_path / "logs", body)], stdout=write_end, stderr=subprocess.PIPE,
+                                env={**os.environ, **RANK_ENV})
+        os.close(write_end)
+        os.close(read_end)  # nobody reads the console any more
+        _, err = rank.communicate(timeout=60)
+        assert rank.returncode == 0, err[-2000:]
+        assert b"BrokenPipe" not in err and b"Traceback" not in err
+        assert numbered(native(tmp_path / "logs", "stdout"), r"^line (\d+)$") == list(range(200))
+        assert events(tmp_path / "logs")[-1]["message"] == "done"
+
     def test_forked_child_holds_the_pipes_at_shutdown(self, tmp_path: Path) -> None:
         """shutdown() returns in < 1 s while a child keeps the pipes; nothing already written is lost."""
         body = """
