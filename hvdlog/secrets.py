@@ -53,6 +53,9 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+_HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+
+
 def _base64_forms(secret: bytes) -> set[bytes]:
     """The secret's base64 text at each alignment (0, 1, 2 bytes of unknown prefix, e.g.
     ``user:`` in Basic auth): only the characters that depend on the secret alone."""
@@ -70,7 +73,7 @@ def _forms(secret: str) -> set[str]:
     """Every spelling of ``secret`` we look for in text."""
     raw = secret.encode("utf-8", "surrogateescape")
     forms = {secret, quote(secret, safe=""), quote_plus(secret, safe="")}
-    forms |= {form.replace(hexa, hexa.lower()) for form in list(forms) for hexa in re.findall(r"%[0-9A-F]{2}", form)}
+    forms |= {_HEX_ESCAPE.sub(lambda match: match.group().lower(), form) for form in list(forms)}  # %2f as well as %2F
     forms |= {form.decode("ascii") for form in _base64_forms(raw)}
     return {form for form in forms if form}
 
