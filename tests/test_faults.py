@@ -224,6 +224,26 @@ class TestCaptureProcess:
         restarts = [e for e in events(tmp_path / "logs") if e.get("event.action") == "capture_restarted"]
         assert [e["event.reason"] for e in restarts] == ["signal 9"] * 3
 
+    def test_capture_that_keeps_dying_gives_the_console_back(self, tmp_path: Path) -> None:
+        """Six deaths in a row: after five restarts fds 1 and 2 go back to the console; prints keep working."""
+        body = """
+        for kill in range(6):
+            print('before kill', kill)
+            time.sleep(0.4)
+            os.kill(config.capture.process.pid, signal.SIGKILL)
+        time.sleep(0.5)
+        for i in range(50):
+            print('after', i)
+        os.write(2, b'stderr still works\\n')
+        """
+        result = run(tmp_path / "logs", body)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert numbered(result.stdout.splitlines(), r"^before kill (\d+)$") == list(range(6))
+        assert numbered(result.stdout.splitlines(), r"^after (\d+)$") == list(range(50))
+        assert b"stderr still works" in result.stderr and b"Traceback" not in result.stderr
+        actions = [e.get("event.action") for e in events(tmp_path / "logs")]
+        assert actions.count("capture_restarted") == 5 and actions.count("capture_stopped") == 1
+
     def test_console_gone(self, tmp_path: Path) -> None:
         """The launcher's end of stdout closes (terminal gone): prints never fail, the file keeps everything."""
         read_end, write_end = os.pipe()
