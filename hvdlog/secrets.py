@@ -54,6 +54,17 @@ def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
 
 
 _HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+# Where a URL-encoded or base64 spelling can be: a '%' escape, or 10+ base64 characters in a
+# row (the base64 of an 8+ byte secret, alone or in a Basic blob, is at least 11). Our JSON
+# lines rarely have such a run ("@timestamp" has 9), so most skip the encoded search.
+_BASE64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_RUN_TABLE = bytes(0x61 if byte in _BASE64_CHARS else 0x20 for byte in range(256))  # base64 -> 'a', else ' '
+_RUN = b"a" * 10
+
+
+def _may_hold_encoded(line: bytes) -> bool:
+    """Cheap (two C passes) test for a place a URL-encoded or base64 spelling could be."""
+    return b"%" in line or _RUN in line.translate(_RUN_TABLE)
 
 
 def _base64_forms(secret: bytes) -> set[bytes]:
@@ -86,7 +97,7 @@ class Redactor:
     line and never its keys.
     """
 
-    __slots__ = ("longest", "needles", "text_forms")
+    __slots__ = ("_encoded", "_plain", "longest", "needles", "text_forms")
 
     def __init__(self, secrets: list[str]) -> None:
         text_forms: set[str] = set()
@@ -99,6 +110,14 @@ class Redactor:
         self.text_forms = sorted(text_forms, key=len, reverse=True)
         self.needles = sorted(needles, key=len, reverse=True)
         self.longest = max((len(n) for n in self.needles), default=0)
+        # Detection on the hot path (every JSON event): only needles that contain no other (a
+        # line holding a longer spelling holds the shorter one too); the plain spellings always,
+        # the URL/base64 ones only when the line has a run they could be part of.
+        minimal = [n for n in self.needles if not any(other != n and other in n for other in self.needles)]
+        plain = {n for secret in secrets for n in (secret.encode("utf-8", "surrogateescape"), json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"))}
+        self._plain = [n for n in minimal if n in plain]
+        encoded = [n for n in minimal if n not in plain]
+        self._encoded = re.compile(b"|".join(re.escape(n) for n in encoded)) if encoded else None
 
     def __bool__(self) -> bool:
         return bool(self.needles)
@@ -129,10 +148,16 @@ class Redactor:
 
     def json_line(self, line: bytes) -> bytes:
         """Redact the string values (never the keys) of one rendered JSON line."""
-        if not any(needle in line for needle in self.needles):
+        if not self._holds_secret(line):
             return line
         document = json.loads(line)
         return (json.dumps(self._values(document), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "surrogateescape")
+
+    def _holds_secret(self, line: bytes) -> bool:
+        for needle in self._plain:
+            if needle in line:
+                return True
+        return self._encoded is not None and _may_hold_encoded(line) and self._encoded.search(line) is not None
 
     def _values(self, value: Any) -> Any:
         if isinstance(value, str):

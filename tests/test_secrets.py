@@ -54,3 +54,14 @@ def test_holdback_is_only_a_possible_secret_start() -> None:
     assert redact.holdback(b"hello world\n") == 0
     assert redact.holdback(b"token=" + SECRET[:5].encode()) == 5
     assert redact.holdback(b"tok") == 3 and redact.holdback(b"tox") == 0
+
+
+@pytest.mark.parametrize("value", ["Basic {b64}", "{b64}", "x={url}&y=1"])
+def test_json_line_finds_encoded_forms_of_a_short_secret(value: str) -> None:
+    """The hot-path prefilter never hides an encoded spelling, even of the shortest secret (8 characters)."""
+    secret = "p@ss/w0rd"[:8]
+    redact = Redactor([secret])
+    text = value.format(b64=base64.b64encode(f"u:{secret}".encode()).decode() if "Basic" in value else base64.b64encode(secret.encode()).decode(),
+                        url=quote(secret, safe=""))
+    line = (json.dumps({"message": "m", "extra": {"v": text}}, separators=(",", ":")) + "\n").encode()
+    assert "[REDACTED]" in json.loads(redact.json_line(line))["extra"]["v"]
