@@ -146,7 +146,7 @@ class RankFileWriter:
             self._refused, self._warned, self._next_open = refuse is not None, False, 0.0
             self._retire(old_fd)
             if refuse is not None:
-                self._warn(f"hvdlog: not writing {path}: {refuse}; writing events to stderr instead")
+                self._warn(f"hvdlog: not writing {path}: {refuse}; writing lines to stderr instead")
                 return False
             return self._try_open()
 
@@ -159,11 +159,11 @@ class RankFileWriter:
             fd = os.open(self.path, _FLAGS, FILE_MODE)
         except OSError as exc:
             self.drop_reason = _errno_name(exc)
+            instead = "writing lines to stderr" if self.fallback_console else "dropping lines"
             if exc.errno == errno.ELOOP:  # a symlink planted where our file goes: never follow it
                 self._refused = True
-                self._warn(f"hvdlog: {self.path} is a symbolic link: refusing to follow it; writing events to stderr instead")
-            else:
-                instead = "writing lines to stderr" if self.fallback_console else "dropping lines"
+                self._warn(f"hvdlog: {self.path} is a symbolic link: refusing to follow it; {instead} instead")
+            elif not self._warned:  # once per episode, not at every retry
                 self._warn(f"hvdlog: cannot open {self.path}: {exc.strerror or exc}; {instead} until it can be opened")
             return False
         self.fd = fd

@@ -196,7 +196,8 @@ class TestReadOnly:
         on_console = [orjson.loads(line)["extra"]["i"] for line in result.stderr.splitlines() if line.startswith(b"{")]
         in_file = [e["extra"]["i"] for e in events(small_disk) if e["message"] == "line"]
         assert on_console[:20] == list(range(20)) and in_file and sorted(on_console + in_file) == list(range(40))
-        assert result.stderr.count(b"Read-only file system") >= 1
+        assert result.stderr.count(b"rank-1.jsonl: Read-only file system") == 1  # said once, not at every retry
+        assert result.stderr.count(b"rank-1.stdout.log: Read-only file system") == 1
         evs = events(small_disk)
         seen = numbered(native(small_disk, "stdout"), r"^native (\d+)$")
         assert 40 in seen and sum(e["log.dropped"] for e in dropped_events(evs, "stdout")) == 41 - len(seen)
