@@ -735,3 +735,207 @@ class TestSetupService:
         # This server's native realm cannot store passwords (harness docstring): the attempt
         # itself is what shows; on a full distribution it succeeds.
         assert "password of kibana_system" in told.stderr or "setting the kibana_system password failed" in told.stderr, told.stderr
+
+
+# --- routing and rejected events ----------------------------------------------------------------
+
+PIPELINE_DIR = REPO / "logstash" / "pipeline"
+DEAD_LETTER_RB = PIPELINE_DIR / "dead_letter.rb"
+RUN_FILTER = REPO / "tests" / "ruby" / "run_filter.rb"
+#: Logstash's `${VAR:default}` references.
+_LS_VARIABLE = re.compile(r"\$\{(\w+)(?::([^}]*))?\}")
+
+
+def es_outputs() -> dict[str, list[dict[str, str]]]:
+    """Conf file name -> the settings of each of its elasticsearch outputs, as written."""
+    outputs: dict[str, list[dict[str, str]]] = {}
+    for conf in sorted(PIPELINE_DIR.glob("*.conf")):
+        text = conf.read_text()
+        section = text[text.index("\noutput {"):] if "\noutput {" in text else ""
+        for block in re.findall(r"\belasticsearch\s*\{(.*?)\n\s*\}", section, re.S):
+            settings = dict(re.findall(r'^\s*(\w+)\s*=>\s*"?([^"\n]*?)"?\s*$', block, re.M))
+            outputs.setdefault(conf.name, []).append(settings)
+    return outputs
+
+
+def output_target(settings: dict[str, str], env: dict[str, str]) -> str:
+    """The data stream an output writes to with auto-routing off: logs-<dataset>-<namespace>."""
+    def resolve(value: str) -> str:
+        return _LS_VARIABLE.sub(lambda m: env.get(m[1], m[2] or ""), value)
+
+    return f"{resolve(settings['data_stream_type'])}-{resolve(settings['data_stream_dataset'])}-{resolve(settings['data_stream_namespace'])}"
+
+
+class TestRoutingConfig:
+    """Every elasticsearch output picks its data stream itself, from a fixed set."""
+
+    def test_outputs_have_fixed_streams(self) -> None:
+        from hvdlog.fields import DATASETS
+
+        outputs = es_outputs()
+        assert set(outputs) == {"horovod-app.conf", "horovod-native.conf", "fallback.conf", "dead-letter.conf"}
+        datasets = set()
+        for conf, settings_list in outputs.items():
+            for settings in settings_list:
+                assert settings["data_stream"] == "true", conf
+                assert settings["data_stream_auto_routing"] == "false", f"{conf}: an event's data_stream.* would choose the stream"
+                assert settings.get("data_stream_sync_fields", "true") == "true", conf
+                assert settings["data_stream_type"] == "logs", conf
+                assert settings["data_stream_namespace"] == "${HVDLOG_NAMESPACE:default}", conf
+                assert "%{" not in settings["data_stream_dataset"], f"{conf}: the dataset must not come from the event"
+                datasets.add(settings["data_stream_dataset"])
+        assert datasets == set(DATASETS)
+        assert [s["data_stream_dataset"] for s in outputs["dead-letter.conf"]] == ["horovod.rejected"]
+
+    def test_filters_drop_the_events_data_stream(self) -> None:
+        """The pipelines that carry user or shipper fields drop `data_stream` and never set it."""
+        for name in ("horovod-app.conf", "horovod-native.conf", "fallback.conf"):
+            text = (PIPELINE_DIR / name).read_text()
+            removes = re.findall(r"remove_field\s*=>\s*\[([^\]]*)\]", text)
+            assert any('"data_stream"' in r for r in removes), name
+            assert "[data_stream]" not in text, f"{name} sets data_stream fields"
+
+    def test_namespace_from_a_fixed_value(self, stack: dict[str, Any]) -> None:
+        """The namespace is one value from .env, checked by setup before anything runs."""
+        assert stack["services"]["logstash"]["environment"]["HVDLOG_NAMESPACE"] == stack["services"]["setup"]["environment"]["HVDLOG_NAMESPACE"]
+
+
+#: Documents Elasticsearch 8 refuses in our data streams (issue 13), by what is wrong.
+REJECTED = {
+    "object in rank": {"rank": {"value": 3}, "job": "j1", "message": "m"},
+    "object in job": {"rank": 3, "job": {"name": "j1"}, "message": "m"},
+    "object in message": {"rank": 3, "job": "j1", "message": {"text": "m"}},
+    "object in tags": {"rank": 3, "job": "j1", "message": "m", "tags": {"a": "b"}},
+    "scalar in log": {"rank": 3, "job": "j1", "message": "m", "log": "warning"},
+    "scalar in horovod": {"rank": 3, "job": "j1", "message": "m", "horovod": 5},
+    "bad @timestamp": {"rank": 3, "job": "j1", "message": "m", "@timestamp": "yesterday at noon"},
+}
+ENTRY_TIME = "2026-11-30T14:00:00.000Z"
+
+
+def _jruby() -> list[str]:
+    from corpus.tools_required import installed, jdk_tool
+
+    return [jdk_tool("java"), "-jar", installed("HVDLOG_JRUBY", "jruby-complete.jar", "install-jruby.sh"), "--dev"]
+
+
+def dead_letter_events(rejections: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """What the dead-letter pipeline makes of refused documents: each (document, bulk item)
+    becomes the event the dead_letter_queue input reads (reason formatted as
+    logstash-output-elasticsearch's handle_dlq_response does, with Ruby's own Hash#inspect),
+    then goes through logstash/pipeline/dead_letter.rb in JRuby."""
+    formatter = (
+        'require "json"; $stdin.each_line { |l| d = JSON.parse(l); '
+        'puts JSON.generate({"reason" => "Could not index event to Elasticsearch. status: #{d["status"]}, '
+        'action: #{d["action"]}, response: #{d["response"]}"}) }'
+    )
+    lines = "".join(
+        json.dumps({"status": item["status"], "action": ["create", {"_id": None, "_index": item["_index"], "routing": None}, document], "response": {"create": item}}) + "\n"
+        for document, item in rejections
+    )
+    formatted = subprocess.run([*_jruby(), "-e", formatter], input=lines, capture_output=True, text=True, timeout=300, check=False)
+    assert formatted.returncode == 0, formatted.stderr
+    events = []
+    for (document, _), line in zip(rejections, formatted.stdout.splitlines()):
+        metadata = {"dead_letter_queue": {"reason": json.loads(line)["reason"], "plugin_type": "elasticsearch",
+                                          "plugin_id": "app_to_elasticsearch", "entry_time": ENTRY_TIME},
+                    "hvd": {"pipeline": "horovod-app"}}
+        events.append({**document, "@metadata": metadata})
+    result = subprocess.run(
+        [*_jruby(), str(RUN_FILTER), str(DEAD_LETTER_RB), json.dumps({"max_original_bytes": 32768})],
+        input="".join(json.dumps(event) + "\n" for event in events), capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = []
+    for line in result.stdout.splitlines():
+        [event] = json.loads(line)["events"]
+        event.pop("@metadata", None)  # never sent to Elasticsearch
+        out.append(event)
+    return out
+
+
+@pytest.mark.elasticsearch
+class TestRoutingAndRejections:
+    """The pipelines' routing and dead-letter pieces against the real secured server, as the writer."""
+
+    def test_hostile_routing_fields_land_in_our_stream(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
+        """An app event carrying data_stream.* values of its own (another dataset, type and
+        namespace, or a scalar) is written where horovod-app.conf's output says, by the writer,
+        and no other stream appears; with auto-routing it would have hit a 403 and stalled."""
+        from elasticsearch import AuthorizationException
+
+        [app_output] = es_outputs()["horovod-app.conf"]
+        target = output_target(app_output, {"HVDLOG_NAMESPACE": "default"})
+        assert target == "logs-horovod.app-default"
+        writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
+        admin = _client(secured_es.url, certs, "elastic", FILLED_ENV["ELASTIC_PASSWORD"])
+        hostile = [
+            {"type": "metrics", "dataset": "evil", "namespace": "elsewhere"},
+            {"dataset": "horovod.core", "namespace": "x" * 90},
+            "logs-evil-default",
+        ]
+        evil = hostile[0]
+        with pytest.raises(AuthorizationException):
+            # Where auto-routing would send the first one: the writer may not write there, so
+            # Logstash would retry it forever and stall every node's shipping.
+            writer.index(index=f"{evil['type']}-{evil['dataset']}-{evil['namespace']}", document={"@timestamp": "2026-11-30T10:00:00Z"}, op_type="create")
+        for number, data_stream in enumerate(hostile):
+            event = {"@timestamp": "2026-11-30T10:00:00Z", "message": f"hostile {number}", "rank": 7, "data_stream": data_stream}
+            # The pipeline: the filter drops `data_stream`, the output sets its own (sync_fields).
+            document = {key: value for key, value in event.items() if key != "data_stream"}
+            document["data_stream"] = {"type": "logs", "dataset": app_output["data_stream_dataset"], "namespace": "default"}
+            writer.index(index=target, document=document, op_type="create", refresh=True)
+        hits = admin.search(index="logs-*,metrics-*", query={"prefix": {"message": "hostile"}}, size=10)["hits"]["hits"]
+        assert len(hits) == len(hostile)
+        assert all(hit["_index"].startswith(".ds-logs-horovod.app-default-") for hit in hits), [hit["_index"] for hit in hits]
+        streams = {s["name"] for s in admin.indices.get_data_stream(name="*")["data_streams"]}
+        assert not any("evil" in name or "elsewhere" in name or "xxxx" in name for name in streams), streams
+        writer.close()
+        admin.close()
+
+    def test_rejected_documents_become_searchable_events(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
+        """Each document Elasticsearch really refuses (400, as the writer) goes through the
+        dead-letter pieces and is stored in logs-horovod.rejected-default, where `hvdlog grep
+        --es` (as the reader) finds it with Elasticsearch's reason and the original event."""
+        writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
+        operations: list[Any] = []
+        for number, (what, body) in enumerate(REJECTED.items()):
+            operations += [{"create": {"_index": "logs-horovod.app-default", "_id": f"rejected-{number}"}}, {"@timestamp": "2026-11-30T11:00:00Z", **body}]
+        items = writer.bulk(operations=operations, refresh=True)["items"]
+        rejections = []
+        for (what, body), item in zip(REJECTED.items(), items):
+            result = item["create"]
+            assert result["status"] == 400, f"Elasticsearch accepted a document with {what}: {result}"
+            rejections.append(({"@timestamp": "2026-11-30T11:00:00Z", **body}, result))
+        events = dead_letter_events(rejections)
+        for (what, _), event, (_, item) in zip(REJECTED.items(), events, rejections):
+            assert event["event"]["dataset"] == "horovod.rejected" and event["error"]["type"] == item["error"]["type"], what
+            assert event["error"]["message"] == item["error"]["reason"], what
+            assert json.loads(event["event"]["original"])["message"] == REJECTED[what]["message"], what
+        [dead_letter_output] = es_outputs()["dead-letter.conf"]
+        target = output_target(dead_letter_output, {"HVDLOG_NAMESPACE": "default"})
+        stored = writer.bulk(operations=[x for event in events for x in ({"create": {"_index": target}}, event)], refresh=True)
+        assert not stored["errors"], [i for i in stored["items"] if i["create"].get("error")]
+        writer.close()
+        env = {**os.environ, "HVDLOG_ES_USERNAME": "hvdlog_reader", "HVDLOG_ES_PASSWORD": FILLED_ENV["HVDLOG_READER_PASSWORD"]}
+        hvdlog = str(Path(sys.executable).with_name("hvdlog"))
+        found = subprocess.run(
+            [hvdlog, "grep", "--json", "Elasticsearch rejected", "--es", secured_es.url, "--es-ca", str(certs / "ca" / "ca.crt")],
+            capture_output=True, text=True, env=env, check=False,
+        )
+        assert found.returncode == 0, found.stderr
+        documents = [json.loads(line) for line in found.stdout.splitlines()]
+        reasons = {doc["error"]["message"] for doc in documents}
+        assert {item["error"]["reason"] for _, item in rejections} <= reasons
+        assert all(doc["event"]["dataset"] == "horovod.rejected" for doc in documents)
+
+    def test_rejected_sample_is_current(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
+        """docs/fields.md's sample rejected event (tests/corpus/horovod.rejected) is what the
+        pieces make today of a real rejection (an object in `rank`)."""
+        writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
+        body = {"@timestamp": "2026-11-30T11:00:00Z", **REJECTED["object in rank"]}
+        item = writer.bulk(operations=[{"create": {"_index": "logs-horovod.app-default", "_id": "sample"}}, body])["items"][0]["create"]
+        writer.close()
+        [event] = dead_letter_events([(body, item)])
+        golden = REPO / "tests" / "corpus" / "horovod.rejected" / "dead-letter-expected.json"
+        assert json.loads(golden.read_text()) == [event], f"stale {golden}: rewrite it with this event:\n{json.dumps([event], indent=2)}"

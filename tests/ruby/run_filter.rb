@@ -1,7 +1,7 @@
 # Runs a Logstash ruby-filter script (`ruby { path => ... }`) outside Logstash, the way the
 # ruby filter does: the script is instance_eval'd in a fresh context object, register() gets
 # script_params, filter(event) returns the events to keep. The Event below implements the
-# part of LogStash::Event the script uses (get/set with [field][refs], tag).
+# part of LogStash::Event the scripts use (get/set/remove with [field][refs], tag, to_hash).
 #
 # Usage: jruby run_filter.rb SCRIPT PARAMS_JSON < events.ndjson > results.ndjson
 # Each output line: {"events": [<event hash>, ...]} for the input line at the same position.
@@ -23,6 +23,17 @@ class Event
     *parents, leaf = path(reference)
     node = parents.reduce(@data) { |current, key| current[key] = current[key].is_a?(Hash) ? current[key] : {} }
     node[leaf] = value
+  end
+
+  # LogStash::Event#to_hash: a copy of the fields, without @metadata.
+  def to_hash
+    Marshal.load(Marshal.dump(@data.reject { |key, _| key == "@metadata" }))
+  end
+
+  def remove(reference)
+    *parents, leaf = path(reference)
+    node = parents.reduce(@data) { |current, key| current.is_a?(Hash) ? current[key] : nil }
+    node.delete(leaf) if node.is_a?(Hash)
   end
 
   def tag(value)
