@@ -8,7 +8,6 @@ this one already holds everything the other tests imported.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

@@ -19,6 +19,7 @@ from typing import Any, Final, TextIO
 
 import orjson
 
+from hvdlog.cli.text import escape_controls
 from hvdlog.documents import Document, get_field
 from hvdlog.query.spec import format_ranks, timestamp_millis
 from hvdlog.query.summary import one_line
@@ -44,8 +45,13 @@ class Group:
     count: int = 1
 
 
+def _hashable(value: Any) -> Any:
+    """Data can put an object or a list where a string belongs; compare those by their text."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
 def _key(doc: Document) -> tuple[Any, ...]:
-    return (get_field(doc, "log.level"), doc.get("message"), doc.get("job"), doc.get("step"))
+    return tuple(_hashable(value) for value in (get_field(doc, "log.level"), doc.get("message"), doc.get("job"), doc.get("step")))
 
 
 def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
@@ -83,7 +89,10 @@ def format_time(value: object) -> str:
     if millis is None:
         return "-"
     seconds, rest = divmod(millis, 1000)
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}"
+    except (OverflowError, OSError, ValueError):  # a year no calendar function takes
+        return "-"
 
 
 class Printer:
@@ -94,6 +103,8 @@ class Printer:
         self.as_json = as_json
         auto = self.stream.isatty() and not os.environ.get("NO_COLOR")  # https://no-color.org
         self.color = (auto if color is None else color) and not as_json
+        #: Logged text is data: on a terminal its control characters are shown, not obeyed.
+        self.escape = self.color or self.stream.isatty()
         self._console: Any = None
         # NDJSON goes to the binary buffer when there is one (orjson gives bytes).
         self._binary = getattr(self.stream, "buffer", None) if as_json else None
@@ -119,6 +130,8 @@ class Printer:
 
     def text(self, line: str, style: str | None = None) -> None:
         """A free-form line (styled only when colour is on)."""
+        if self.escape:
+            line = escape_controls(line)
         if self._console is not None and self.color:
             self._console.print(line, style=style, markup=False)
         else:
@@ -136,6 +149,8 @@ class Printer:
         step = doc.get("step")
         message = one_line(doc)
         parts = [format_time(doc.get("@timestamp")), f"{who:<9}", f"{level.upper():<8}", f"step {step}" if step is not None else "-", message]
+        if self.escape:
+            parts = [escape_controls(part) for part in parts]
         if self._console is None or not self.color:
             self.stream.write("  ".join(parts) + "\n")
             return
