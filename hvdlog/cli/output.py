@@ -24,7 +24,7 @@ from hvdlog.documents import Document, get_field
 from hvdlog.query.spec import format_ranks, timestamp_millis
 from hvdlog.query.summary import one_line
 
-__all__ = ["Group", "Printer", "dedupe", "format_time"]
+__all__ = ["Group", "Printer", "dedupe", "format_time", "json_line"]
 
 _LEVEL_STYLES: Final = {
     "trace": "dim",
@@ -83,6 +83,22 @@ def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
         yield group
 
 
+def json_line(value: Any) -> bytes:
+    """``value`` as one NDJSON line; what orjson refuses (nesting deeper than 255, integers
+    beyond 64 bits) goes through the standard library, and what nothing can print becomes
+    a line that says so instead of stopping the command."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_APPEND_NEWLINE)
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    import json
+
+    try:
+        return (json.dumps(value, default=str, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+    except (RecursionError, ValueError, TypeError) as error:
+        return orjson.dumps({"message": f"(document not printable as JSON: {error})"}, option=orjson.OPT_APPEND_NEWLINE)
+
+
 def format_time(value: object) -> str:
     """``2026-11-29 15:47:55.123`` (UTC) from an ``@timestamp``; ``-`` when there is none."""
     millis = timestamp_millis(value)
@@ -116,7 +132,7 @@ class Printer:
 
     def json(self, value: Any) -> None:
         """One JSON document per line (bytes straight to the binary stream when there is one)."""
-        line = orjson.dumps(value, default=str, option=orjson.OPT_APPEND_NEWLINE)
+        line = json_line(value)
         if self._binary is not None:
             self._binary.write(line)
         else:

@@ -30,8 +30,7 @@ __all__ = ["parse"]
 @click.option("-q", "--quiet", is_flag=True, help="Do not report the count of unparsed lines on stderr.")
 def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None, chatter: str, size: int | None, quiet: bool) -> None:
     """Parse our JSON files, native captures, console captures and --output-filename trees."""
-    import orjson
-
+    from hvdlog.cli.output import json_line
     from hvdlog.fields import PARSE_FAILURE_TAG
     from hvdlog.layout import walk
     from hvdlog.parse import STDIN, parse_paths
@@ -63,11 +62,11 @@ def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None
     try:
         documents = parse_paths(files, timezone=timezone or old_timezone, chatter=chatter_setting, size=size)
         out = sys.stdout.buffer
-        write, dumps, newline = out.write, orjson.dumps, orjson.OPT_APPEND_NEWLINE
+        write = out.write
         for doc in documents:
             # one small write per document into the buffered stream: joining batches of
             # them costs more (large allocations)
-            write(dumps(doc, default=str, option=newline))
+            write(json_line(doc))
             written += 1
             tags = doc.get("tags")
             if isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
