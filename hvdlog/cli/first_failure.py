@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from hvdlog.cli.options import Run, source_options
@@ -10,6 +12,19 @@ from hvdlog.query.failures import FAILURE_EVENTS, first_failure as analyse
 from hvdlog.query.spec import format_ranks
 
 __all__ = ["first_failure"]
+
+
+def _where(item: dict[str, Any]) -> str:
+    """``rank 1 (node3) at 2026-…``; a missing host or time is left out, never printed as None.
+
+    Files of a ``horovodrun --output-filename`` tree name no host, and their native lines
+    carry no time of their own.
+    """
+    text = f"rank {item.get('rank') if item.get('rank') is not None else '?'}"
+    if item.get("host"):
+        text += f" ({item['host']})"
+    when = format_time(item.get("@timestamp"))
+    return text + (f" at {when}" if when != "-" else " (no time in the log)")
 
 
 @click.command("first-failure", context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,16 +53,13 @@ def first_failure(run: Run, **_: object) -> None:
         elif culprit is None:
             printer.text(f"job {report.job}: no genuine error found; only collateral failures", style="yellow")
         else:
-            printer.text(
-                f"job {report.job}: first failure on rank {culprit['rank']} ({culprit['host']}) at {format_time(culprit['@timestamp'])}",
-                style="bold red",
-            )
+            printer.text(f"job {report.job}: first failure on {_where(culprit)}", style="bold red")
             printer.text(f"  {report.error_type or culprit['level']}: {report.error_message}")
             if report.stack_trace:
                 for line in str(report.stack_trace).rstrip().splitlines():
                     printer.text(f"    {line}", style="dim")
         for item in report.other_errors:
-            printer.text(f"  also failed: rank {item['rank']} at {format_time(item['@timestamp'])}: {item['message']}", style="red")
+            printer.text(f"  also failed: {_where(item)}: {item.get('message')}", style="red")
         for item in report.collateral:
-            printer.text(f"  collateral: rank {item['rank']} at {format_time(item['@timestamp'])} ({item['reason']}): {item['message']}")
+            printer.text(f"  collateral: {_where(item)} ({item.get('reason')}): {item.get('message')}")
     run.exit(bool(reports))

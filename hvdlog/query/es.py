@@ -3,19 +3,19 @@
 The filter becomes a bool query (:mod:`hvdlog.query.es_query`); every hit is re-checked with
 :meth:`Filter.matches`, so both sources agree exactly. Pagination is ``search_after`` inside
 a point in time (``_shard_doc`` breaks ties), so no page boundary drops or repeats a document.
-The client (elasticsearch-py 8.x) is imported only here. Credentials come from the
-environment: ``HVDLOG_ES_API_KEY``, or ``HVDLOG_ES_USERNAME`` + ``HVDLOG_ES_PASSWORD``.
+The connection (credentials from ``HVDLOG_ES_API_KEY``, or ``HVDLOG_ES_USERNAME`` +
+``HVDLOG_ES_PASSWORD``, or the URL; CA; error sentences) is :mod:`hvdlog.elastic.connection`.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
 from hvdlog.documents import Document
+from hvdlog.elastic.connection import Credentials, ElasticsearchError, connect, errors, mask_credentials
 from hvdlog.query.es_query import SORT, to_query
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter, sort_key
@@ -48,42 +48,23 @@ class ElasticsearchSource:
         self.index = index
         self.timeout = timeout
         self.page_size = page_size
-        self.label = f"elasticsearch {url}"
+        self.label = f"elasticsearch {mask_credentials(url)}"
         self._es: Any = None
 
     def _client(self) -> Any:
         if self._es is None:
-            from elasticsearch import Elasticsearch
-
-            auth: dict[str, Any] = {}
-            if key := os.environ.get("HVDLOG_ES_API_KEY"):
-                auth["api_key"] = key
-            elif user := os.environ.get("HVDLOG_ES_USERNAME"):
-                auth["basic_auth"] = (user, os.environ.get("HVDLOG_ES_PASSWORD", ""))
-            self._es = Elasticsearch(self.url, request_timeout=self.timeout, max_retries=0, ca_certs=self.ca_certs, **auth)
+            with self._errors("connecting"):
+                self._es = connect(self.url, Credentials.from_env(), ca_certs=self.ca_certs, timeout=self.timeout, warn=self.warn)
         return self._es
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Turn client exceptions into one sentence that says what to check."""
-        from elasticsearch import ApiError, AuthenticationException, AuthorizationException
-        from elastic_transport import ConnectionError as TransportConnectionError
-        from elastic_transport import ConnectionTimeout, TlsError
-
+    def _errors(self, doing: str = "searching") -> Iterator[None]:
+        """Client exceptions become one :class:`SourceError` sentence that says what to check."""
         try:
-            yield
-        except ConnectionTimeout:
-            raise SourceError(f"no answer within {self.timeout:g} s: is the cluster overloaded? (raise --timeout)") from None
-        except TlsError as exc:
-            raise SourceError(f"TLS with {self.url} failed ({exc.message}): pass the cluster's CA with --es-ca (HVDLOG_ES_CA)") from None
-        except TransportConnectionError as exc:
-            raise SourceError(f"cannot connect ({exc.message if hasattr(exc, 'message') else exc}): is Elasticsearch running at {self.url}?") from None
-        except AuthenticationException:
-            raise SourceError("authentication failed: check HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD or HVDLOG_ES_API_KEY") from None
-        except AuthorizationException:
-            raise SourceError(f"not allowed to read {self.index}: the user needs the read privilege on it") from None
-        except ApiError as exc:
-            raise SourceError(f"request failed ({exc.meta.status}): {exc.message}") from None
+            with errors(self.url, f"{doing} {self.index}", privileges=f"the read privilege on {self.index}", timeout=self.timeout):
+                yield
+        except ElasticsearchError as exc:
+            raise SourceError(str(exc)) from None
 
     def _pages(self, query: dict[str, Any], newest_first: bool = False) -> Iterator[list[dict[str, Any]]]:
         es = self._client()
