@@ -120,7 +120,12 @@ def connect(
 
     Warns (through ``warn``) when Basic credentials would travel over plain HTTP.
     """
-    clean, url_user, url_password = split_url(url)
+    # Several nodes of one cluster: "https://es1:9200,https://es2:9200"; the client moves to
+    # another node when one stops answering.
+    nodes = [split_url(part.strip()) for part in url.split(",") if part.strip()] or [split_url(url)]
+    clean, url_user, url_password = nodes[0]
+    hosts: str | list[str] = clean if len(nodes) == 1 else [node[0] for node in nodes]
+    retries = max(retries, len(nodes) - 1)
     credentials = credentials or Credentials()
     if not (credentials.username or credentials.api_key) and url_user:
         credentials = Credentials(url_user, url_password)
@@ -132,7 +137,7 @@ def connect(
     from elasticsearch import Elasticsearch
 
     try:
-        return Elasticsearch(clean, request_timeout=timeout, max_retries=retries, ca_certs=ca_certs, **credentials.client_options())
+        return Elasticsearch(hosts, request_timeout=timeout, max_retries=retries, ca_certs=ca_certs, **credentials.client_options())
     except (ValueError, TypeError) as exc:
         raise ElasticsearchError(f"cannot use Elasticsearch at {mask_credentials(url)}: {mask_credentials(str(exc))}") from None
 

@@ -25,8 +25,27 @@ __all__ = ["DEFAULT_INDEX", "ElasticsearchSource"]
 #: Every data stream the pipeline writes: ``logs-horovod.app-*``, ``logs-horovod.core-*``...
 DEFAULT_INDEX: Final = "logs-horovod.*-*"
 
+#: Attempts after a partial answer (a node left mid-query), and the pause before each.
+_PARTIAL_RETRIES: Final = 3
+_RETRY_PAUSE_S: Final = 2.0
+
 #: Newest first; documents without a time or rank sort first ascending, so last descending.
 _DESC: Final = [{key: {**value, "order": "desc", "missing": "_last"}} for item in SORT for key, value in item.items()]
+
+
+class _PartialResults(Exception):
+    """Some shards did not answer: the page must not be used."""
+
+
+def _check_shards(response: Any, doing: str) -> None:
+    """Raise :class:`_PartialResults` when any shard failed or the search timed out."""
+    shards = response.get("_shards") or {}
+    if shards.get("failed") or response.get("timed_out"):
+        reasons = {str((failure.get("reason") or {}).get("type", failure)) for failure in shards.get("failures", [])}
+        raise _PartialResults(
+            f"{shards.get('failed', 0)} of {shards.get('total', '?')} shards failed while {doing}"
+            + (f" ({', '.join(sorted(reasons))})" if reasons else "")
+        )
 
 
 class ElasticsearchSource:
@@ -67,16 +86,45 @@ class ElasticsearchSource:
             raise SourceError(str(exc)) from None
 
     def _pages(self, query: dict[str, Any], newest_first: bool = False) -> Iterator[list[dict[str, Any]]]:
+        """Pages of hits, each complete (every shard answered), never a document twice.
+
+        A node that leaves mid-query (its shards fail, its point-in-time contexts vanish)
+        makes a page partial: that page is not used; the search starts again in a new point
+        in time (replicas answer there) and skips what was already given. Earlier pages were
+        complete, so the order holds. After ``_PARTIAL_RETRIES`` attempts it fails: no
+        answer rather than a partial one.
+        """
+        given: set[tuple[str, str]] = set()
+        for attempt in range(_PARTIAL_RETRIES + 1):
+            try:
+                for hits in self._pit_pages(query, newest_first, started=attempt > 0 or bool(given)):
+                    fresh = [hit for hit in hits if (hit["_index"], hit["_id"]) not in given]
+                    given.update((hit["_index"], hit["_id"]) for hit in fresh)
+                    if fresh:
+                        yield fresh
+                return
+            except _PartialResults as exc:
+                if attempt == _PARTIAL_RETRIES:
+                    raise SourceError(
+                        f"{self.label}: {exc}, {attempt + 1} times: giving no answer rather than a partial one"
+                        " (is a node down? retry once the cluster health is yellow or green)"
+                    ) from None
+                self.warn(f"{self.label}: {exc}; searching again (nothing is shown twice)")
+                time.sleep(_RETRY_PAUSE_S * (attempt + 1))
+
+    def _pit_pages(self, query: dict[str, Any], newest_first: bool, started: bool) -> Iterator[list[dict[str, Any]]]:
+        """One pass in one point in time; raises :class:`_PartialResults` when a shard fails."""
         es = self._client()
-        with self._errors():
+        with self._retryable(started):
             opened = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)
         pit = opened["id"]
+        _check_shards(opened, "opening the point in time")
         if not opened.get("_shards", {}).get("total", 1):
             self.warn(f"{self.label}: no index matches {self.index!r} (check --index)")
         try:
             after = None
             while True:
-                with self._errors():
+                with self._retryable(True):
                     response = es.search(
                         pit={"id": pit, "keep_alive": "2m"},
                         query=query,
@@ -85,6 +133,7 @@ class ElasticsearchSource:
                         search_after=after,
                         track_total_hits=False,
                     )
+                _check_shards(response, "searching")
                 hits = response["hits"]["hits"]
                 if not hits:
                     return
@@ -96,6 +145,29 @@ class ElasticsearchSource:
                 es.close_point_in_time(id=pit)
             except Exception:  # noqa: BLE001 - the PIT expires by itself; never mask the real error
                 pass
+
+    @contextmanager
+    def _retryable(self, started: bool) -> Iterator[None]:
+        """Errors of a cluster losing a node become :class:`_PartialResults`; the rest, sentences.
+
+        Before the first answer, a refused connection is the user's to fix (wrong URL): it
+        is not retried. Once the search is under way, it means a node went away.
+        """
+        from elastic_transport import ConnectionError as TransportConnectionError
+        from elasticsearch import ApiError
+
+        with self._errors():
+            try:
+                yield
+            except ApiError as exc:
+                status, text = exc.meta.status, str(exc.body)
+                if status >= 500 or status == 429 or (status == 404 and "search_context_missing" in text):
+                    raise _PartialResults(f"Elasticsearch answered {status} ({exc.message})") from None
+                raise
+            except TransportConnectionError as exc:
+                if started:
+                    raise _PartialResults(f"the connection broke ({exc.message})") from None
+                raise
 
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every match (or the ``last`` N), sorted by time then rank."""
