@@ -309,8 +309,9 @@ class TestEnvironment:
 
     def test_env_is_ignored_by_git(self) -> None:
         """.env holds every password: git ignores it (asked of git itself, not read from the file)."""
-        result = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", ".env", "shipper/.env"], check=False)
-        assert result.returncode == 0, ".env is not ignored by git"
+        for path in (".env", "shipper/.env"):
+            result = subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", path], check=False)
+            assert result.returncode == 0, f"{path} is not ignored by git"
         assert subprocess.run(["git", "-C", str(REPO), "check-ignore", "-q", ".env.example"], check=False).returncode == 1
 
     def test_cert_settings_reach_certs(self, tmp_path: Path, example_env: Path) -> None:
@@ -513,7 +514,8 @@ class TestTlsAgreement:
         assert len(ports) == 2, f"Filebeat did not reach both Logstash hosts: {peers}\n{result.stdout}{result.stderr}"
         subject = dict(item for rdn in good[0]["subject"] for item in rdn)
         assert subject["commonName"] == "node1", "the node's name is in its certificate"
-        assert len(re.findall(r"handshake\.\.\. OK", result.stdout)) == 2, result.stdout
+        tested = {block.split("...", 1)[0] for block in result.stdout.split("logstash: ")[1:] if "handshake... OK" in block}
+        assert tested == {f"localhost:{port}" for port in ports}, result.stdout
 
     def test_other_certificates_are_refused(self, certs: Path, tmp_path: Path) -> None:
         """A certificate of the stack CA (here Kibana's) is not a Filebeat certificate: refused."""
@@ -523,8 +525,10 @@ class TestTlsAgreement:
         shutil.copy(certs / "kibana" / "kibana.crt", impostor / "filebeat.crt")
         shutil.copy(certs / "kibana" / "kibana.key", impostor / "filebeat.key")
         peers, result = _filebeat_test_output(certs, impostor, tmp_path, servers=1)
+        # Under TLS 1.3 the client reports its side of the handshake before the server has
+        # checked its certificate, so the server's verdict is the one that counts.
         assert peers and not any("subject" in peer for peer in peers), peers
-        assert "handshake... OK" not in result.stdout
+        assert any("certificate verify failed" in peer.get("error", "") for peer in peers), peers
 
 
 def _filebeat_test_output(certs: Path, tls_dir: Path, tmp_path: Path, servers: int) -> tuple[list[dict[str, Any]], subprocess.CompletedProcess[str]]:
@@ -791,7 +795,7 @@ class TestRoutingConfig:
         """The pipelines that carry user or shipper fields drop `data_stream` and never set it."""
         for name in ("horovod-app.conf", "horovod-native.conf", "fallback.conf"):
             text = (PIPELINE_DIR / name).read_text()
-            removes = re.findall(r"remove_field\s*=>\s*\[([^\]]*)\]", text)
+            removes = re.findall(r"remove_field\s*=>\s*\[(.*)\]\s*$", text, re.M)
             assert any('"data_stream"' in r for r in removes), name
             assert "[data_stream]" not in text, f"{name} sets data_stream fields"
 
@@ -888,8 +892,10 @@ class TestRoutingAndRejections:
         hits = admin.search(index="logs-*,metrics-*", query={"prefix": {"message": "hostile"}}, size=10)["hits"]["hits"]
         assert len(hits) == len(hostile)
         assert all(hit["_index"].startswith(".ds-logs-horovod.app-default-") for hit in hits), [hit["_index"] for hit in hits]
-        streams = {s["name"] for s in admin.indices.get_data_stream(name="*")["data_streams"]}
-        assert not any("evil" in name or "elsewhere" in name or "xxxx" in name for name in streams), streams
+        # Data streams and indices, by the core resolve API (this test build has no data stream API).
+        resolved = admin.indices.resolve_index(name="*", expand_wildcards="all")
+        names = {entry["name"] for kind in ("indices", "data_streams") for entry in resolved[kind]}
+        assert not any("evil" in name or "elsewhere" in name or "xxxx" in name for name in names), names
         writer.close()
         admin.close()
 
@@ -929,7 +935,7 @@ class TestRoutingAndRejections:
         assert {item["error"]["reason"] for _, item in rejections} <= reasons
         assert all(doc["event"]["dataset"] == "horovod.rejected" for doc in documents)
 
-    def test_rejected_sample_is_current(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
+    def test_rejected_sample_is_current(self, provisioned: dict[str, str], secured_es: Any, certs: Path, request: pytest.FixtureRequest) -> None:
         """docs/fields.md's sample rejected event (tests/corpus/horovod.rejected) is what the
         pieces make today of a real rejection (an object in `rank`)."""
         writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
@@ -938,4 +944,7 @@ class TestRoutingAndRejections:
         writer.close()
         [event] = dead_letter_events([(body, item)])
         golden = REPO / "tests" / "corpus" / "horovod.rejected" / "dead-letter-expected.json"
+        if request.config.getoption("--regenerate-goldens"):
+            golden.parent.mkdir(exist_ok=True)
+            golden.write_text(json.dumps([event], indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         assert json.loads(golden.read_text()) == [event], f"stale {golden}: rewrite it with this event:\n{json.dumps([event], indent=2)}"
