@@ -94,6 +94,8 @@ def filter(event)
     found.each { |field, value| event.set(field, value) }
     event.set("[log][level]", found["[process][exit_code]"].zero? ? "info" : "error")
   else
+    # blank lines Filebeat joined at the end carry nothing (hvdlog parse skips them)
+    event.set("[message]", lines.join("\n"))
     event.tag("_hvdlog_parse_failure")
   end
   [event]
