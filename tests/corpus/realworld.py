@@ -114,6 +114,20 @@ def _ranks(items: Iterable[Any]) -> list[Any]:
     return sorted(set(items), key=lambda rank: (rank is not None, rank if rank is not None else -1))
 
 
+def _legacy_primary(report: Mapping[str, Any]) -> bool:
+    """Reports from before the failure model had no ``primary``: a culprit or a stall meant one."""
+    return report.get("culprit") is not None or report.get("stall") is not None
+
+
+def _legacy_cause(report: Mapping[str, Any]) -> str:
+    """Reports from before the failure model had no ``cause``: what they said instead."""
+    culprit = report.get("culprit") or {}
+    parts = [report.get("error_type"), report.get("error_message"), culprit.get("message"), culprit.get("reason")]
+    if report.get("stall"):
+        parts.append("stall")
+    return " ".join(str(part) for part in parts if part)
+
+
 def check_first_failure(expected: Any, reports: list[dict[str, Any]]) -> list[str]:
     """One report for the case's job, blaming the expected rank(s) for the expected cause."""
     if expected == "none":
@@ -125,9 +139,10 @@ def check_first_failure(expected: Any, reports: list[dict[str, Any]]) -> list[st
     blamed = _ranks(report.get("blamed_ranks") or [])
     if blamed != _ranks(expected["blamed"]):
         problems.append(f"blamed {blamed}, expected {expected['blamed']}")
-    if "primary" in expected and report.get("primary") != expected["primary"]:
-        problems.append(f"primary = {report.get('primary')!r}, expected {expected['primary']!r}")
-    cause = str(report.get("cause") or "")
+    primary = report.get("primary", _legacy_primary(report))
+    if "primary" in expected and primary != expected["primary"]:
+        problems.append(f"primary = {primary!r}, expected {expected['primary']!r}")
+    cause = str(report.get("cause") or _legacy_cause(report))
     if expected["cause"].lower() not in cause.lower():
         problems.append(f"cause {cause!r} does not say {expected['cause']!r}")
     if "collateral" in expected:
