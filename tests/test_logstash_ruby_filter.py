@@ -35,6 +35,7 @@ from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse import parse_lines
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.launcher import path_fields
+from hvdlog.parse.messages import MESSAGES_FILE
 from hvdlog.parse.native import NativeParser
 from hvdlog.parse.patterns import PATTERN_FILE, load_definitions
 
@@ -64,7 +65,7 @@ def fixture_jruby() -> str:
 
 def run_filter(jruby: str, events: list[dict[str, Any]], *, chatter: str = "keep", workers: int = 1) -> list[list[dict[str, Any]]]:
     """Each event through the ruby filter; the events that leave it, per input."""
-    params = json.dumps({"patterns_file": str(PATTERN_FILE), "chatter": chatter})
+    params = json.dumps({"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE), "chatter": chatter})
     result = subprocess.run(
         [jdk_tool("java"), "-jar", jruby, "--dev", str(RUNNER), str(SCRIPT), params, "--workers", str(workers)],
         input="".join(json.dumps(event) + "\n" for event in events),
