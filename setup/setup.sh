@@ -92,24 +92,38 @@ must() {
 }
 
 # --- steps ----------------------------------------------------------------------------
-step_wait() {
-  [ -f "$ca" ] || die "the CA file $ca does not exist: check ELASTICSEARCH_CA"
-  local start=$SECONDS next=0
-  while :; do
-    es GET "$es_url/_security/_authenticate"
-    case "$status" in
-      200) log "Elasticsearch at $es_url answers"; return ;;
-      401) must "logging in as elastic" ;;
-    esac
+# wait_for WHAT URL CHECK GIVE_UP_HINT: poll until the function CHECK succeeds (it may die),
+# printing progress every 10 s, or give up after SETUP_WAIT_SECONDS with the last answer.
+wait_for() {
+  local what="$1" url="$2" check="$3" hint="$4" start=$SECONDS next=0
+  while ! "$check"; do
     if ((SECONDS - start >= wait_seconds)); then
-      die "Elasticsearch at $es_url did not answer within ${wait_seconds} s (HTTP $status $(cat "$work/curl-error")): is it running and healthy?"
+      die "$what at $url did not answer within ${wait_seconds} s (HTTP $status $(cat "$work/curl-error")): $hint"
     fi
     if ((SECONDS >= next)); then
-      log "waiting for Elasticsearch at $es_url ($((SECONDS - start)) s; HTTP $status $(head -c 120 "$work/curl-error"))"
+      log "waiting for $what at $url ($((SECONDS - start)) s; HTTP $status $(head -c 120 "$work/curl-error"))"
       next=$((SECONDS + 10))
     fi
     sleep 3
   done
+}
+
+elasticsearch_answers() {
+  es GET "$es_url/_security/_authenticate"
+  [ "$status" = 401 ] && must "logging in as elastic"
+  [ "$status" = 200 ]
+}
+
+kibana_available() {
+  es GET "$kibana_url/api/status"
+  [ "$status" = 401 ] && die "Kibana at $kibana_url refused the elastic user (401): check ELASTIC_PASSWORD"
+  [ "$status" = 200 ] && grep -q '"level" *: *"available"' "$work/response"
+}
+
+step_wait() {
+  [ -f "$ca" ] || die "the CA file $ca does not exist: check ELASTICSEARCH_CA"
+  wait_for Elasticsearch "$es_url" elasticsearch_answers "is it running and healthy?"
+  log "Elasticsearch at $es_url answers"
 }
 
 step_roles() {
@@ -238,26 +252,12 @@ step_elasticsearch() {
 }
 
 step_kibana() {
-  local url="${KIBANA_URL:?KIBANA_URL is empty: nothing to import the Kibana objects into}" start=$SECONDS next=0
-  url="${url%/}"
+  kibana_url="${KIBANA_URL:?KIBANA_URL is empty: nothing to import the Kibana objects into}"
+  kibana_url="${kibana_url%/}"
   ca="${KIBANA_CA:-$ca}"
-  while :; do
-    es GET "$url/api/status"
-    if [ "$status" = 200 ] && grep -q '"level" *: *"available"' "$work/response"; then
-      break
-    fi
-    [ "$status" = 401 ] && die "Kibana at $url refused the elastic user (401): check ELASTIC_PASSWORD"
-    if ((SECONDS - start >= wait_seconds)); then
-      die "Kibana at $url was not available within ${wait_seconds} s (HTTP $status $(cat "$work/curl-error")): see docker compose logs kibana"
-    fi
-    if ((SECONDS >= next)); then
-      log "waiting for Kibana at $url ($((SECONDS - start)) s; HTTP $status $(head -c 120 "$work/curl-error"))"
-      next=$((SECONDS + 10))
-    fi
-    sleep 3
-  done
+  wait_for Kibana "$kibana_url" kibana_available "see docker compose logs kibana"
   status="$(curl -sS -o "$work/response" -w '%{http_code}' --cacert "$ca" -K "$ELASTIC_AUTH" --max-time 120 \
-    -H 'kbn-xsrf: hvdlog' -F "file=@$assets/kibana/hvdlog.ndjson" "$url/api/saved_objects/_import?overwrite=true" 2>"$work/curl-error")" || status=000
+    -H 'kbn-xsrf: hvdlog' -F "file=@$assets/kibana/hvdlog.ndjson" "$kibana_url/api/saved_objects/_import?overwrite=true" 2>"$work/curl-error")" || status=000
   [ "$status" = 200 ] && grep -q '"success" *: *true' "$work/response" \
     || die "Kibana refused the saved-object import (HTTP $status): $(head -c 600 "$work/response")"
   log "Kibana objects imported: $(grep -o '"successCount" *: *[0-9]*' "$work/response")"
