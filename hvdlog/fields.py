@@ -51,6 +51,8 @@ DATASETS: Final = {
     "horovod.app": "structured JSON events written by hvdlog in the training processes",
     "horovod.core": "lines printed by Horovod's C++ core (log lines, stall inspector warnings)",
     "horovod.launcher": "anything else a rank printed: launcher output, Python tracebacks, prints",
+    "horovod.rejected": "events Elasticsearch refused to index, read back from Logstash's dead-letter queue:"
+    " the reason in error.message, the original event as JSON text in event.original",
 }
 
 #: Lower-case level names, in increasing severity (the values of ``log.level``).

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from hvdlog.elastic import templates
+from hvdlog.fields import DATASETS
 from hvdlog.elastic.generate import KIBANA_FILE
 from hvdlog.elastic.install import ElasticsearchInstaller
 
@@ -76,7 +77,7 @@ class TestAgainstElasticsearch:
         second = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE)
         assert second.returncode == 0, second.stderr
         steps = _step_lines(second.stderr)
-        assert len(steps) == 8, second.stderr
+        assert len(steps) == 5 + len(DATASETS), second.stderr  # policy, 3 components, template, a stream per dataset
         assert all(": unchanged" in line or ": skipped" in line for line in steps), second.stderr
         assert sum(": unchanged" in line for line in steps) == 3
         assert _stored(es) == before

@@ -1,4 +1,4 @@
-"""``hvdlog setup``: install templates, ILM, data streams and Kibana objects; safe to re-run.
+"""``hvdlog install``: install templates, ILM, data streams and Kibana objects; safe to re-run.
 
 Progress goes to stderr, one line per object (created / updated / unchanged / skipped).
 Exit codes: 0 done (a skipped step, such as ILM on a cluster without it, is a warning),
@@ -7,6 +7,7 @@ Exit codes: 0 done (a skipped step, such as ILM on a cluster without it, is a wa
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import click
@@ -16,7 +17,7 @@ from hvdlog.elastic import templates
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["setup"]
+__all__ = ["install"]
 
 _ENV = "HVDLOG_{}"
 _MARKS = {"created": ("+", "green"), "updated": ("~", "yellow"), "unchanged": ("=", "dim"), "skipped": ("!", "yellow")}
@@ -28,7 +29,7 @@ def _check_password(username: str | None, password: str | None, service: str) ->
         raise click.UsageError(f"{service} user {username!r} needs a password other than empty or 'changeme'.")
 
 
-@click.command()
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--es", "es_url", required=True, envvar=_ENV.format("ES_URL"), show_envvar=True, help="Elasticsearch URL, e.g. https://es:9200.")
 @click.option("--kibana", "kibana_url", envvar=_ENV.format("KIBANA_URL"), show_envvar=True, help="Kibana URL; without it the Kibana objects are not imported.")
 @click.option("--namespace", default=templates.DEFAULT_NAMESPACE, envvar=_ENV.format("NAMESPACE"), show_envvar=True, show_default=True, help="Data stream namespace: logs-horovod.<source>-<namespace>.")
@@ -43,7 +44,7 @@ def _check_password(username: str | None, password: str | None, service: str) ->
 @click.option("--es-ca", type=click.Path(exists=True, dir_okay=False), envvar=_ENV.format("ES_CA"), show_envvar=True, help="CA bundle (PEM) for HTTPS to Elasticsearch.")
 @click.option("--kibana-ca", type=click.Path(exists=True, dir_okay=False), envvar=_ENV.format("KIBANA_CA"), show_envvar=True, help="CA bundle for Kibana (default: --es-ca).")
 @click.option("--kibana-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="Seconds to wait for Kibana to be available.")
-def setup(
+def install(
     es_url: str,
     kibana_url: str | None,
     namespace: str,
@@ -91,17 +92,20 @@ def _install_elasticsearch(
     username: str | None, password: str | None, api_key: str | None, ca_certs: str | None,
 ) -> dict[str, int]:
     """Run the installer, printing one line per step; return the count per outcome."""
-    from elasticsearch import Elasticsearch
     from rich.markup import escape
 
-    from hvdlog.elastic.install import ElasticsearchInstaller
+    from hvdlog.elastic.connection import Credentials, ElasticsearchError, connect
+    from hvdlog.elastic.install import ElasticsearchInstaller, SetupError
 
-    auth: dict[str, object] = {"api_key": api_key} if api_key else {"basic_auth": (username, password or "")} if username else {}
-    client = Elasticsearch(url, ca_certs=ca_certs, request_timeout=30, max_retries=1, **auth)
+    credentials = Credentials(username, password, api_key)
+    try:
+        client = connect(url, credentials, ca_certs=ca_certs, timeout=30, retries=1, warn=lambda text: console.print(f"[yellow]warning:[/yellow] {escape(text)}", soft_wrap=True))
+    except ElasticsearchError as exc:
+        raise SetupError(str(exc)) from None
     counts = dict.fromkeys(_MARKS, 0)
     try:
         installer = ElasticsearchInstaller(client, url)
-        console.print(f"Elasticsearch {installer.version()} at {escape(url)}", soft_wrap=True)
+        console.print(f"Elasticsearch {installer.version()} at {escape(installer.url)}", soft_wrap=True)
         for step in installer.install(namespace, replicas, retention_days):
             mark, colour = _MARKS[step.outcome]
             note = f" - {escape(step.note)}" if step.note else ""
@@ -120,11 +124,27 @@ def _import_kibana(
     from rich.markup import escape
 
     from hvdlog.elastic import kibana
+    from hvdlog.elastic.connection import mask_credentials
     from hvdlog.elastic.kibana_api import KibanaClient
 
-    client = KibanaClient(url, username=username, password=password, api_key=api_key, ca_certs=ca_certs)
-    with console.status(f"waiting for Kibana at {escape(url)} to be available") as status:
-        version = client.wait_available(timeout, lambda last: status.update(f"waiting for Kibana at {escape(url)} ({escape(last)})"))
-    console.print(f"Kibana {escape(version)} at {escape(url)}", soft_wrap=True)
+    shown = mask_credentials(url)
+    client = KibanaClient(
+        url, username=username, password=password, api_key=api_key, ca_certs=ca_certs,
+        warn=lambda text: console.print(f"[yellow]warning:[/yellow] {escape(text)}", soft_wrap=True),
+    )
+    console.print(f"waiting for Kibana at {escape(shown)} to be available (up to {timeout:g} s)", soft_wrap=True)
+    started = last_line = time.monotonic()
+    with console.status(f"waiting for Kibana at {escape(shown)}") as status:
+
+        def progress(last: str) -> None:
+            nonlocal last_line
+            status.update(f"waiting for Kibana at {escape(shown)} ({escape(last)})")
+            # Off a terminal (compose logs, CI) the spinner is invisible: a line every 10 s instead.
+            if not console.is_terminal and time.monotonic() - last_line >= 10:
+                last_line = time.monotonic()
+                console.print(f"  still waiting for Kibana ({time.monotonic() - started:.0f} s): {escape(last)}", soft_wrap=True)
+
+        version = client.wait_available(timeout, progress)
+    console.print(f"Kibana {escape(version)} at {escape(shown)}", soft_wrap=True)
     count = client.import_objects(kibana.to_ndjson())
     console.print(f"  [green]+ {count} saved objects imported[/green] (overwritten in place by id: data view, searches, charts, dashboard)", soft_wrap=True)
