@@ -10,14 +10,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from query_corpus import FAULTS, REPO, STRAGGLER, Corpus, corpus
 
 from hvdlog.cli.main import cli
-from query_corpus import FAULTS, REPO, STRAGGLER, Corpus, corpus
 
 pytestmark = pytest.mark.horovod
 
@@ -170,7 +169,7 @@ def _dead_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class _silent_server:  # noqa: N801 - used as a context manager
+class _silent_server:
     """A TCP server that accepts connections and never replies."""
 
     def __enter__(self) -> int:

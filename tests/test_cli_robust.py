@@ -195,7 +195,8 @@ def test_old_setup_name_still_works() -> None:
 @pytest.mark.parametrize("command", [("parse",), ("grep",), ("grep", "--json"), ("grep", "--no-dedupe")])
 def test_closed_pipe_ends_quietly(command: tuple[str, ...], tmp_path: Path) -> None:
     """``hvdlog … | head -1``: exit 0, nothing on stderr about the pipe."""
-    events = [{**GOOD, "message": f"line {i} " + "x" * 200, "@timestamp": f"2026-11-30T14:{i // 6000 % 60:02d}:{i // 100 % 60:02d}.{i % 100:06d}Z"} for i in range(20000)]
+    stamp = "2026-11-30T14:{:02d}:{:02d}.{:06d}Z"
+    events = [{**GOOD, "message": f"line {i} " + "x" * 200, "@timestamp": stamp.format(i // 6000 % 60, i // 100 % 60, i % 100)} for i in range(20000)]
     write_events(tmp_path / "j" / "h" / "rank-0.jsonl", *events)
     process = subprocess.Popen([*HVDLOG, *command, str(tmp_path / "j")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     assert process.stdout is not None and process.stderr is not None

@@ -8,7 +8,8 @@ import click
 
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.query.failures import FAILURE_EVENTS, first_failure as analyse
+from hvdlog.query.failures import FAILURE_EVENTS
+from hvdlog.query.failures import first_failure as analyse
 from hvdlog.query.spec import format_ranks
 
 __all__ = ["first_failure"]

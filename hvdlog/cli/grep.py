@@ -12,9 +12,9 @@ import click
 from hvdlog.cli.options import Run, source_options, warn
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.cli.text import sentence
+from hvdlog.documents import Document
 from hvdlog.fields import LEVELS
 from hvdlog.query.source import Source, SourceError
-from hvdlog.documents import Document
 from hvdlog.query.spec import Filter, FilterError, sort_key
 
 __all__ = ["grep"]
@@ -59,10 +59,7 @@ def grep(
     except FilterError as exc:
         raise click.UsageError(sentence(str(exc))) from None
     printer = Printer(as_json=run.as_json, color=color)
-    if last is not None:
-        docs = _last(run, spec, last)
-    else:
-        docs = run.documents(spec=spec)
+    docs = _last(run, spec, last) if last is not None else run.documents(spec=spec)
     found = False
     if run.as_json:
         for doc in docs:
