@@ -3,8 +3,8 @@
 # `horovodrun` training on the CPU with hvdlog, then look at its per-rank logs with hvdlog.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# An assignment keeps setup's exit status, so `set -e` stops here when setup fails.
-environment="$(bash scripts/setup.sh)"
+# An assignment keeps bootstrap's exit status, so `set -e` stops here when it fails.
+environment="$(bash scripts/bootstrap.sh demo)"
 eval "$environment"
 log() { printf '\n\033[1m==> %s\033[0m\n' "$*" >&2; }
 show() { printf '\033[2m$ %s\033[0m\n' "$*" >&2; "$@" || true; }
