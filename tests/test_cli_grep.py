@@ -152,7 +152,7 @@ class TestBadInput:
         result = hvdlog("grep", "InjectedFault", str(runs.logs), "--es", f"http://127.0.0.1:{_dead_port()}")
         assert result.exit_code == 2
         assert "InjectedFault" in result.stdout
-        assert "cannot connect" in result.stderr and "is Elasticsearch running" in result.stderr
+        assert "cannot reach Elasticsearch at" in result.stderr and "is it running" in result.stderr
 
     def test_slow_elasticsearch_times_out(self) -> None:
         """An Elasticsearch that accepts but never answers: exit 2 within --timeout, saying so."""

@@ -216,6 +216,10 @@ def test_pattern_is_never_taken_for_a_path(tmp_path: Path) -> None:
     assert "NCCL timeout" in result.stdout and "other" not in result.stdout
     whole = run("grep", "logs", cwd=tmp_path)  # one argument and no --es: the path
     assert "other" in whole.stdout
+    two_trees = run("grep", "logs/j", "logs/j/h", cwd=tmp_path)  # written as existing paths: both are paths
+    assert two_trees.returncode == 0 and "other" in two_trees.stdout, two_trees.stderr
+    as_path = run("grep", "./NCCL", "logs", cwd=tmp_path)  # ./ asks for the file
+    assert "not a log" in as_path.stdout
 
 
 def _without_root_override() -> tuple[str, ...]:

@@ -49,6 +49,8 @@ def grep(
 ) -> None:
     """Print events matching PATTERN (a fixed string in the message or the error) and the filters.
 
+    The first argument is PATTERN unless it is the only one (then it is the PATH) or it is
+    written as an existing path with a '/' (runs/job1, ./NCCL); -e PATTERN is never ambiguous.
     PATTERN is case-sensitive unless -i; with -E it is a Python regular expression. Events
     are sorted by time, then rank. Identical messages from several ranks within --window
     seconds print once, naming the ranks. Exit 0 when something matched, 1 when nothing
