@@ -204,17 +204,20 @@ def es_bench(docs: int, ranks: int, rank: int, queries: int, budget: float) -> l
 
 def main() -> None:
     """Run and print markdown rows for docs/benchmarks.md."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gb", type=float, default=1.0)
-    parser.add_argument("--ranks", type=int, default=8)
-    parser.add_argument("--rank", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "hvdlog-bench-grep")
-    parser.add_argument("--es-docs", type=int, default=5_000_000)
-    parser.add_argument("--es-budget", type=float, default=1800.0, help="seconds allowed for bulk indexing")
-    parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--skip-es", action="store_true")
-    parser.add_argument("--skip-files", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--gb", type=float, default=1.0, help="size of the generated job tree in GB (default: %(default)s)")
+    parser.add_argument("--ranks", type=int, default=8, help="ranks in the generated job, one file each (default: %(default)s)")
+    parser.add_argument("--rank", type=int, default=3, help="the rank whose errors every tool selects (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per tool; the best is reported (default: %(default)s)")
+    parser.add_argument(
+        "--dir", type=Path, default=Path(tempfile.gettempdir()) / "hvdlog-bench-grep",
+        help="where the generated files live; reused when already there (default: %(default)s)",
+    )
+    parser.add_argument("--es-docs", type=int, default=5_000_000, help="documents bulk-indexed into Elasticsearch (default: %(default)s)")
+    parser.add_argument("--es-budget", type=float, default=1800.0, help="seconds allowed for bulk indexing; the count reached is reported (default: %(default)s)")
+    parser.add_argument("--queries", type=int, default=100, help="timed Elasticsearch queries for p50/p99 (default: %(default)s)")
+    parser.add_argument("--skip-es", action="store_true", help="only the file benchmark")
+    parser.add_argument("--skip-files", action="store_true", help="only the Elasticsearch benchmark")
     args = parser.parse_args()
     for tool in ("jq", "grep"):
         if not shutil.which(tool):
