@@ -40,7 +40,7 @@ def _native_lines() -> list[bytes]:
     for name in ("mpi-trace-tree-rank0-stdout.log", "gloo-debug-tree-rank0-stdout.log"):
         for line in (CORPUS / "horovod.core" / name).read_bytes().splitlines(keepends=True):
             payload = line.split(b">:", 1)[-1]
-            if payload.startswith(b"[20") and b": D " in payload[:40] or b": T " in payload[:40]:
+            if (payload.startswith(b"[20") and b": D " in payload[:40]) or b": T " in payload[:40]:
                 lines.append(payload)
     return lines
 

@@ -135,7 +135,9 @@ def main() -> None:
     """Print both tables as JSON lines, with the machine."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=20, help="extra training steps whose lines are counted per log level (default: %(default)s)")
-    parser.add_argument("--events", type=int, default=50_000, help="event lines per rank file for the Filebeat part; 4x that for Elasticsearch (default: %(default)s)")
+    parser.add_argument(
+        "--events", type=int, default=50_000, help="event lines per rank file for the Filebeat part; 4x that for Elasticsearch (default: %(default)s)",
+    )
     parser.add_argument(
         "--part", choices=("all", "volume", "filebeat", "elasticsearch"), default="all", help="run one part only (default: %(default)s)",
     )

@@ -87,9 +87,9 @@ def test_file_example_runs(doc: str, command: str, demo: Path) -> None:
 @pytest.fixture(name="demo_indexed", scope="module")
 def fixture_demo_indexed(demo: Path, es_url: str) -> Path:
     """The demo's documents in the data streams `hvdlog install` made on the real server."""
-    from elasticsearch import Elasticsearch
     from elasticsearch.helpers import bulk
 
+    from elasticsearch import Elasticsearch
     from hvdlog.parse import parse_paths
     from hvdlog.query.files import discover
 
