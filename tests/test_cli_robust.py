@@ -6,6 +6,8 @@ the answer is exit 0/1 (found / nothing) or 2 with one sentence on stderr, never
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pty
@@ -24,7 +26,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "UTC", "NO_COLOR": ""}
 HVDLOG = [sys.executable, "-m", "hvdlog"]
-FILE_COMMANDS = (("grep",), ("grep", "--level", "error"), ("grep", "--json"), ("stalls",), ("stragglers",), ("first-failure",), ("parse",))
 
 GOOD = {"@timestamp": "2026-11-30T14:00:09.000001Z", "log.level": "error", "message": "the good line", "rank": 0, "job": "j", "step": 1}
 
@@ -38,6 +39,7 @@ MALFORMED: dict[str, dict[str, object]] = {
     "missing-ranks-str": {"message": "stall", "horovod.stall.source": "inspector", "horovod.stall.missing_ranks": "0,1", "horovod.stall.tensors": 7},
     "rank-list": {"rank": [1, 2]},
     "size-huge": {"size": 300_000_000, "step": 3},
+    "size-huge-stall": {"size": 300_000_000, "message": "stall", "horovod.stall.source": "watchdog", "horovod.stall.operation": "allreduce"},
     "step-huge": {"step": 10**18, "size": -4},
     "time-impossible": {"@timestamp": "2026-13-45T25:61:00.000000Z"},
     "time-number": {"@timestamp": 1e300},
@@ -71,18 +73,68 @@ def write_events(path: Path, *events: dict[str, object]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", sorted(MALFORMED))
-def test_malformed_event_is_never_a_crash(name: str, tmp_path: Path) -> None:
-    """Each command reads a file holding one malformed event beside a good one: no traceback,
-    and grep/parse still deliver the good event (exit 0)."""
+def in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``hvdlog ARGS`` through the same ``main()`` as the console script, in this process (fast)."""
+    from hvdlog.cli.main import main
+
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.StringIO()
+    code: object = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+    out.flush()
+    return subprocess.CompletedProcess(args, code, out.buffer.getvalue().decode(), err.getvalue())  # type: ignore[attr-defined]
+
+
+def _malformed_case(name: str, tmp_path: Path) -> Path:
     bad = {**GOOD, "message": f"bad {name}", **MALFORMED[name]}
     write_events(tmp_path / "j" / "node1" / "rank-0.jsonl", bad, GOOD)
-    for command in FILE_COMMANDS:
-        result = run(*command, str(tmp_path / "j"))
-        assert_no_crash(result)
+    return tmp_path / "j"
+
+
+def _assert_understood(command: tuple[str, ...], result: subprocess.CompletedProcess[str]) -> None:
+    assert_no_crash(result)
+    # main() turns an unexpected exception into a sentence that offers --debug: data must never get there.
+    assert "--debug for the traceback" not in result.stderr, (command, result.stderr)
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_event_is_never_a_crash(name: str, tmp_path: Path) -> None:
+    """grep, parse and stragglers read a file holding one malformed event beside a good one:
+    no unexpected error, and grep/parse still deliver the good event (exit 0)."""
+    tree = _malformed_case(name, tmp_path)
+    for command in (("grep",), ("grep", "--level", "error"), ("grep", "--json"), ("stragglers",), ("parse",)):
+        result = in_process(*command, str(tree))
+        _assert_understood(command, result)
         if command[0] in ("grep", "parse"):
             assert result.returncode == 0, (command, result.stderr)
             assert "the good line" in result.stdout, (command, result.stdout)
+
+
+#: Open bugs of the stall and failure analyses (hvdlog/query/stalls.py, failures.py) on data
+#: of the wrong type; strict: the test fails as soon as one is fixed, so its mark goes too.
+_ANALYSIS_BUGS = {
+    ("stalls", "missing-ranks-int"): "stalls.py _add: set(5) - a scalar missing_ranks (valid in Elasticsearch) is not iterable",
+    ("stalls", "missing-ranks-str"): "stalls.py _add: horovod.stall.tensors 7 is iterated",
+    ("first-failure", "rank-list"): "failures.py: a list rank is used as a set member",
+    ("first-failure", "missing-ranks-int"): "failures.py (stall shutdown): a scalar missing_ranks is iterated",
+    ("first-failure", "missing-ranks-str"): "failures.py (stall shutdown): horovod.stall.tensors 7 is iterated",
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        pytest.param(command, name, marks=[pytest.mark.xfail(reason=_ANALYSIS_BUGS[command, name], strict=True)] if (command, name) in _ANALYSIS_BUGS else [])
+        for command in ("stalls", "first-failure")
+        for name in sorted(MALFORMED)
+    ],
+)
+def test_malformed_event_in_the_analyses(command: str, name: str, tmp_path: Path) -> None:
+    """stalls and first-failure read the same files without an unexpected error."""
+    _assert_understood((command,), in_process(command, str(_malformed_case(name, tmp_path))))
 
 
 @pytest.mark.parametrize("command", ["grep", "first-failure", "stalls", "stragglers", "parse"])
