@@ -156,7 +156,7 @@ class TestBadInput:
 
     def test_slow_elasticsearch_times_out(self) -> None:
         """An Elasticsearch that accepts but never answers: exit 2 within --timeout, saying so."""
-        with _silent_server() as port:
+        with _SilentServer() as port:
             started = time.monotonic()
             result = hvdlog("grep", "x", "--es", f"http://127.0.0.1:{port}", "--timeout", "1")
             assert time.monotonic() - started < 10
@@ -169,7 +169,7 @@ def _dead_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class _silent_server:
+class _SilentServer:
     """A TCP server that accepts connections and never replies."""
 
     def __enter__(self) -> int:
