@@ -118,7 +118,7 @@ def parse_ranks(text: str) -> RankSet:
     """``"0,3,8-15"`` -> the ranks 0, 3 and 8 to 15, as intervals."""
     intervals: list[tuple[int, int]] = []
     for part in (p.strip() for p in text.split(",")):
-        match = re.fullmatch(r"(\d{1,10})(?:\s*-\s*(\d{1,10}))?", part)
+        match = re.fullmatch(r"(\d{1,18})(?:\s*-\s*(\d{1,18}))?", part)
         if not match:
             raise FilterError(f"bad rank list {text!r}: use numbers and ranges like 0,3,8-15")
         low = int(match[1])
