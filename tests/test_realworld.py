@@ -64,3 +64,42 @@ def test_hvdlog_command_runs_a_case() -> None:
     import json
 
     assert check(case, "first_failure", [json.loads(line) for line in result.stdout.splitlines()]) == []
+
+
+#: Cases whose order does not hang on untimed lines (Elasticsearch returns those by rank).
+ES_CASES = ("layout-uncaught-once", "layout-thread-exception-stall", "tree-internal-error-only")
+
+
+@pytest.mark.elasticsearch
+@pytest.mark.parametrize("case_id", ES_CASES)
+def test_same_answers_from_elasticsearch(es_url: str, case_id: str) -> None:
+    """Indexed as parsed, the case gives the same grep, first-failure and stalls answers with --es as from files."""
+    import json
+
+    from click.testing import CliRunner
+    from elasticsearch import Elasticsearch
+    from elasticsearch.helpers import bulk
+
+    from hvdlog.cli.main import cli
+    from hvdlog.elastic.templates import mappings
+    from hvdlog.parse import parse_paths
+
+    case = next(case for case in CASES if case.id == case_id)
+    index = f"hvdlog-realworld-{case_id}"
+    with Elasticsearch(es_url, request_timeout=60) as es:
+        if not es.indices.exists(index=index):
+            es.indices.create(index=index, mappings=mappings(), settings={"number_of_shards": 1, "number_of_replicas": 0})
+            docs = list(parse_paths(case.inputs(), timezone=case.timezone))
+            ok, errors = bulk(es, ({"_index": index, "_source": doc} for doc in docs), refresh="wait_for", raise_on_error=False)
+            assert not errors and ok == len(docs), errors[:3]
+    paths = [str(path) for path in case.inputs()]
+    for command in (["grep", "--level", "error"], ["first-failure"], ["stalls"]):
+        runs = [CliRunner().invoke(cli, [*command, "--json", *where], catch_exceptions=False)
+                for where in (["--tz", case.timezone, *paths], ["--es", es_url, "--index", index])]
+        files, es_answer = ([json.loads(line) for line in run.stdout.splitlines()] for run in runs)
+        assert runs[0].exit_code == runs[1].exit_code
+        if command[0] == "grep":
+            assert sorted(json.dumps(d, sort_keys=True) for d in files) == sorted(json.dumps(d, sort_keys=True) for d in es_answer)
+            assert check(case, "grep_error", es_answer) == []
+        else:
+            assert files == es_answer, command
