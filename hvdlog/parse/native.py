@@ -19,6 +19,7 @@ from typing import Any, Final
 from hvdlog.documents import Document
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse.jsonl import nest
+from hvdlog.parse.messages import recognise
 from hvdlog.parse.patterns import compile_pattern
 from hvdlog.parse.stalls import StallBlock, is_continuation, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
@@ -44,7 +45,6 @@ _TERMINATE: Final = compile_pattern("HOROVOD_TERMINATE")
 _WHAT: Final = compile_pattern("HOROVOD_TERMINATE_WHAT")
 _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
-_PROCESS_EXIT: Final = compile_pattern("HOROVOD_PROCESS_EXIT")
 _LEVELS: Final = HOROVOD_LEVEL_LETTERS
 _QUIET_LETTERS: Final = frozenset("TD")
 _NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated
@@ -221,13 +221,11 @@ class NativeParser:
                 stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
                 stream.started = stream.last_time
                 return None
-        elif line.startswith("Process "):
-            exited = _PROCESS_EXIT.match(line)
-            if exited is not None:
-                level = "info" if exited["process.exit_code"] == 0 else "error"
-                return self._document(stream, {**exited, "message": line, "log.level": level, "event.dataset": LAUNCHER_DATASET})
         if not line.strip():
             return None
+        known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
+        if known is not None:
+            return self._document(stream, known)
         return self._document(
             stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}
         )

@@ -16,6 +16,7 @@
 # register() builds only read-only state; the one mutable state, the chatter sampling
 # counters (per rank, stream and file, like `hvdlog parse`), is guarded by a Mutex.
 
+require "json"
 require "thread"
 
 REFERENCE = /%\{(\w+)(?::([^:}]+))?(?::(int|float))?\}/
@@ -37,7 +38,12 @@ def register(params)
   @terminate = compile("HOROVOD_TERMINATE")
   @what = compile("HOROVOD_TERMINATE_WHAT")
   @chatter = compile("HOROVOD_CHATTER")
-  @process_exit = compile("HOROVOD_PROCESS_EXIT")
+  # The message table (hvdlog/parse/assets/messages.json), shared with hvdlog.parse.messages.
+  @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
+    compiled = compile(row.fetch("pattern"))
+    raise ArgumentError, "#{row["pattern"]} must be anchored with \\A" unless compiled.regex.source.start_with?("\\A", "^")
+    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {})].freeze
+  end.freeze
   setting = params.fetch("chatter", "keep").to_s
   @chatter_every = case setting
                    when "keep" then nil
@@ -90,10 +96,12 @@ def filter(event)
     what = lines[1..].map { |line| captures(@what, line) }.compact.first
     event.set("[error][message]", what["[error][message]"]) if what
     event.set("[log][level]", "critical")
-  elsif (found = captures(@process_exit, first))
-    found.each { |field, value| event.set(field, value) }
-    event.set("[log][level]", found["[process][exit_code]"].zero? ? "info" : "error")
+  elsif (known = recognise(first))
+    known.each { |field, value| event.set(field, value) }
+    event.set("[message]", lines.join("\n"))
   else
+    # blank lines Filebeat joined at the end carry nothing (hvdlog parse skips them)
+    event.set("[message]", lines.join("\n"))
     event.tag("_hvdlog_parse_failure")
   end
   [event]
@@ -175,6 +183,34 @@ def traceback(event, lines)
   event.set("[message]", text)
   event.set("[error][stack_trace]", text)
   event.set("[log][level]", "error")
+end
+
+# --- the message table, read like hvdlog/parse/messages.py -------------------------------
+
+def reference(dotted)
+  "[#{dotted.split(".").join("][")}]"
+end
+
+# Field references => values for the first table row `line` matches, or nil.
+def recognise(line)
+  @messages.each do |compiled, dataset, specs|
+    found = captures(compiled, line)
+    next if found.nil?
+    fields = found.reject { |field, _| field.start_with?("[@metadata]") }
+    specs.each do |name, spec|
+      value = if spec.is_a?(Hash)
+                source = found[reference(spec["from"])]
+                source.nil? ? spec["default"] : spec["map"].fetch(source.to_s, spec["default"])
+              else
+                spec
+              end
+      fields[reference(name)] = value unless value.nil?
+    end
+    fields["[event][dataset]"] = dataset
+    fields["[log][level]"] ||= "info"
+    return fields
+  end
+  nil
 end
 
 # --- the pattern file, expanded like hvdlog/parse/patterns.py --------------------------
