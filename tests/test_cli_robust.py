@@ -39,6 +39,7 @@ MALFORMED: dict[str, dict[str, object]] = {
     "missing-ranks-str": {"message": "stall", "horovod.stall.source": "inspector", "horovod.stall.missing_ranks": "0,1", "horovod.stall.tensors": 7},
     "rank-list": {"rank": [1, 2]},
     "size-huge": {"size": 300_000_000, "step": 3},
+    "size-huge-collateral": {"size": 300_000_000, "message": "Horovod has been shut down. This was caused by an exception on one of the ranks"},
     "size-huge-stall": {"size": 300_000_000, "message": "stall", "horovod.stall.source": "watchdog", "horovod.stall.operation": "allreduce"},
     "step-huge": {"step": 10**18, "size": -4},
     "time-impossible": {"@timestamp": "2026-13-45T25:61:00.000000Z"},

@@ -31,7 +31,7 @@ from typing import Any, Final
 from hvdlog.documents import Document, get_field
 from hvdlog.fields import level_at_least
 from hvdlog.query.echoes import drop_echoes
-from hvdlog.query.spec import PATTERN_FIELDS, Condition, job_of, sort_key
+from hvdlog.query.spec import MAX_JOB_SIZE, PATTERN_FIELDS, Condition, job_of, sort_key
 from hvdlog.query.summary import one_line
 
 __all__ = ["COLLATERAL", "FAILURE_EVENTS", "FailureReport", "first_failure", "is_collateral", "kind_of"]
@@ -283,7 +283,7 @@ def _evidence_culprit(evidence: list[Document]) -> tuple[Any, str] | None:
 
 def _silent_ranks(failures: list[Document]) -> list[int]:
     """Ranks of a job of known size that did not fail while every other one went down as collateral."""
-    sizes = {doc.get("size") for doc in failures if isinstance(doc.get("size"), int)}
+    sizes = {doc["size"] for doc in failures if isinstance(doc.get("size"), int) and 0 < doc["size"] <= MAX_JOB_SIZE}
     if len(sizes) != 1:
         return []
     reported = {rank_of(doc) for doc in failures}
