@@ -19,13 +19,13 @@ def _where(item: dict[str, Any]) -> str:
     """``rank 1 (node3) at 2026-…``; a missing host or time is left out, never printed as None.
 
     Files of a ``horovodrun --output-filename`` tree name no host, and their native lines
-    carry no time of their own.
+    carry no time of their own (their position in the file is their order).
     """
     text = f"rank {item['rank']}" if item.get("rank") is not None else "the launcher (no rank)"
     if item.get("host"):
         text += f" ({item['host']})"
     when = format_time(item.get("@timestamp"))
-    return text + (f" at {when}" if when != "-" else " (no time in the log)")
+    return text + (f" at {when}" if when != "-" else "")
 
 
 @click.command("first-failure", context_settings={"help_option_names": ["-h", "--help"]})
