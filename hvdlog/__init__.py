@@ -21,8 +21,17 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
-    from hvdlog.config import Configuration, configure, default_job_id, get_logger, refresh_rank, shutdown
-    from hvdlog.context import bind, bind_step, mark_progress, step, unbind
+    from hvdlog.config import Configuration as Configuration
+    from hvdlog.config import configure as configure
+    from hvdlog.config import default_job_id as default_job_id
+    from hvdlog.config import get_logger as get_logger
+    from hvdlog.config import refresh_rank as refresh_rank
+    from hvdlog.config import shutdown as shutdown
+    from hvdlog.context import bind as bind
+    from hvdlog.context import bind_step as bind_step
+    from hvdlog.context import mark_progress as mark_progress
+    from hvdlog.context import step as step
+    from hvdlog.context import unbind as unbind
 
 __version__ = "0.1.0"
 

@@ -6,6 +6,8 @@ the answer is exit 0/1 (found / nothing) or 2 with one sentence on stderr, never
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pty
@@ -24,7 +26,6 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "UTC", "NO_COLOR": ""}
 HVDLOG = [sys.executable, "-m", "hvdlog"]
-FILE_COMMANDS = (("grep",), ("grep", "--level", "error"), ("grep", "--json"), ("stalls",), ("stragglers",), ("first-failure",), ("parse",))
 
 GOOD = {"@timestamp": "2026-11-30T14:00:09.000001Z", "log.level": "error", "message": "the good line", "rank": 0, "job": "j", "step": 1}
 
@@ -38,6 +39,8 @@ MALFORMED: dict[str, dict[str, object]] = {
     "missing-ranks-str": {"message": "stall", "horovod.stall.source": "inspector", "horovod.stall.missing_ranks": "0,1", "horovod.stall.tensors": 7},
     "rank-list": {"rank": [1, 2]},
     "size-huge": {"size": 300_000_000, "step": 3},
+    "size-huge-collateral": {"size": 300_000_000, "message": "Horovod has been shut down. This was caused by an exception on one of the ranks"},
+    "size-huge-stall": {"size": 300_000_000, "message": "stall", "horovod.stall.source": "watchdog", "horovod.stall.operation": "allreduce"},
     "step-huge": {"step": 10**18, "size": -4},
     "time-impossible": {"@timestamp": "2026-13-45T25:61:00.000000Z"},
     "time-number": {"@timestamp": 1e300},
@@ -71,18 +74,68 @@ def write_events(path: Path, *events: dict[str, object]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name", sorted(MALFORMED))
-def test_malformed_event_is_never_a_crash(name: str, tmp_path: Path) -> None:
-    """Each command reads a file holding one malformed event beside a good one: no traceback,
-    and grep/parse still deliver the good event (exit 0)."""
+def in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """``hvdlog ARGS`` through the same ``main()`` as the console script, in this process (fast)."""
+    from hvdlog.cli.main import main
+
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.StringIO()
+    code: object = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+    out.flush()
+    return subprocess.CompletedProcess(args, code, out.buffer.getvalue().decode(), err.getvalue())  # type: ignore[attr-defined]
+
+
+def _malformed_case(name: str, tmp_path: Path) -> Path:
     bad = {**GOOD, "message": f"bad {name}", **MALFORMED[name]}
     write_events(tmp_path / "j" / "node1" / "rank-0.jsonl", bad, GOOD)
-    for command in FILE_COMMANDS:
-        result = run(*command, str(tmp_path / "j"))
-        assert_no_crash(result)
+    return tmp_path / "j"
+
+
+def _assert_understood(command: tuple[str, ...], result: subprocess.CompletedProcess[str]) -> None:
+    assert_no_crash(result)
+    # main() turns an unexpected exception into a sentence that offers --debug: data must never get there.
+    assert "--debug for the traceback" not in result.stderr, (command, result.stderr)
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_event_is_never_a_crash(name: str, tmp_path: Path) -> None:
+    """grep, parse and stragglers read a file holding one malformed event beside a good one:
+    no unexpected error, and grep/parse still deliver the good event (exit 0)."""
+    tree = _malformed_case(name, tmp_path)
+    for command in (("grep",), ("grep", "--level", "error"), ("grep", "--json"), ("stragglers",), ("parse",)):
+        result = in_process(*command, str(tree))
+        _assert_understood(command, result)
         if command[0] in ("grep", "parse"):
             assert result.returncode == 0, (command, result.stderr)
             assert "the good line" in result.stdout, (command, result.stdout)
+
+
+#: Open bugs of the stall and failure analyses (hvdlog/query/stalls.py, failures.py) on data
+#: of the wrong type; strict: the test fails as soon as one is fixed, so its mark goes too.
+_ANALYSIS_BUGS = {
+    ("stalls", "missing-ranks-int"): "stalls.py _add: set(5) - a scalar missing_ranks (valid in Elasticsearch) is not iterable",
+    ("stalls", "missing-ranks-str"): "stalls.py _add: horovod.stall.tensors 7 is iterated",
+    ("first-failure", "rank-list"): "failures.py: a list rank is used as a set member",
+    ("first-failure", "missing-ranks-int"): "failures.py (stall shutdown): a scalar missing_ranks is iterated",
+    ("first-failure", "missing-ranks-str"): "failures.py (stall shutdown): horovod.stall.tensors 7 is iterated",
+}
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        pytest.param(command, name, marks=[pytest.mark.xfail(reason=_ANALYSIS_BUGS[command, name], strict=True)] if (command, name) in _ANALYSIS_BUGS else [])
+        for command in ("stalls", "first-failure")
+        for name in sorted(MALFORMED)
+    ],
+)
+def test_malformed_event_in_the_analyses(command: str, name: str, tmp_path: Path) -> None:
+    """stalls and first-failure read the same files without an unexpected error."""
+    _assert_understood((command,), in_process(command, str(_malformed_case(name, tmp_path))))
 
 
 @pytest.mark.parametrize("command", ["grep", "first-failure", "stalls", "stragglers", "parse"])
@@ -95,12 +148,16 @@ def test_unknown_time_zone_is_a_usage_error(command: str, tmp_path: Path) -> Non
 
 
 def _measured(*args: str) -> tuple[subprocess.CompletedProcess[str], float, int]:
-    """Run the CLI under a fresh parent that reports wall time and the child's peak RSS (KiB)."""
+    """Run the CLI under a fresh parent that reports the child's CPU seconds and peak RSS (KiB).
+
+    CPU time, not wall time: on a machine shared with builds, wall time measures the
+    neighbours (interpreter start alone can take 2 s there); 54 s of work would still show.
+    """
     probe = (
-        "import resource, subprocess, sys, time, json\n"
-        "start = time.monotonic()\n"
+        "import resource, subprocess, sys, json\n"
         "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-        "print(json.dumps([time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, done.returncode, done.stderr]))\n"
+        "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+        "print(json.dumps([usage.ru_utime + usage.ru_stime, usage.ru_maxrss, done.returncode, done.stderr]))\n"
     )
     wrapper = subprocess.run([sys.executable, "-c", probe, *HVDLOG, *args], capture_output=True, text=True, env=ENV, timeout=120, check=True)
     seconds, peak_kib, code, stderr = json.loads(wrapper.stdout)
@@ -108,7 +165,7 @@ def _measured(*args: str) -> tuple[subprocess.CompletedProcess[str], float, int]
 
 
 def test_huge_rank_range_is_fast_and_small(tmp_path: Path) -> None:
-    """``--rank 0-99999999`` answers within 2 s in under 200 MB (ranks are intervals)."""
+    """``--rank 0-99999999`` answers within 2 s of CPU in under 200 MB (ranks are intervals)."""
     write_events(tmp_path / "j" / "h" / "rank-7.jsonl", {**GOOD, "rank": 7})
     result, seconds, peak_kib = _measured("grep", "--rank", "0-99999999", str(tmp_path / "j"))
     assert result.returncode == 0, result.stderr
@@ -195,7 +252,8 @@ def test_old_setup_name_still_works() -> None:
 @pytest.mark.parametrize("command", [("parse",), ("grep",), ("grep", "--json"), ("grep", "--no-dedupe")])
 def test_closed_pipe_ends_quietly(command: tuple[str, ...], tmp_path: Path) -> None:
     """``hvdlog … | head -1``: exit 0, nothing on stderr about the pipe."""
-    events = [{**GOOD, "message": f"line {i} " + "x" * 200, "@timestamp": f"2026-11-30T14:{i // 6000 % 60:02d}:{i // 100 % 60:02d}.{i % 100:06d}Z"} for i in range(20000)]
+    stamp = "2026-11-30T14:{:02d}:{:02d}.{:06d}Z"
+    events = [{**GOOD, "message": f"line {i} " + "x" * 200, "@timestamp": stamp.format(i // 6000 % 60, i // 100 % 60, i % 100)} for i in range(20000)]
     write_events(tmp_path / "j" / "h" / "rank-0.jsonl", *events)
     process = subprocess.Popen([*HVDLOG, *command, str(tmp_path / "j")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     assert process.stdout is not None and process.stderr is not None
@@ -215,6 +273,10 @@ def test_pattern_is_never_taken_for_a_path(tmp_path: Path) -> None:
     assert "NCCL timeout" in result.stdout and "other" not in result.stdout
     whole = run("grep", "logs", cwd=tmp_path)  # one argument and no --es: the path
     assert "other" in whole.stdout
+    two_trees = run("grep", "logs/j", "logs/j/h", cwd=tmp_path)  # written as existing paths: both are paths
+    assert two_trees.returncode == 0 and "other" in two_trees.stdout, two_trees.stderr
+    as_path = run("grep", "./NCCL", "logs", cwd=tmp_path)  # ./ asks for the file
+    assert "not a log" in as_path.stdout
 
 
 def _without_root_override() -> tuple[str, ...]:

@@ -25,8 +25,7 @@ CASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("layout", "import hvdlog.layout", (*TRAINING_SIDE, *CLI_SIDE)),
     (
         "configure",
-        "import hvdlog, sys; hvdlog.configure(root=sys.argv[1], job='imports'); "
-        "hvdlog.get_logger().info('hello'); hvdlog.shutdown()",
+        "import hvdlog, sys; hvdlog.configure(root=sys.argv[1], job='imports'); hvdlog.get_logger().info('hello'); hvdlog.shutdown()",
         CLI_SIDE,
     ),
     (

@@ -71,7 +71,7 @@ class TestGenerated:
         assert {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()} == set(generated_files())
 
     def test_generators_import_light(self) -> None:
-        """The generators load no Elasticsearch client, click or rich (only hvdlog setup does, lazily)."""
+        """The generators load no Elasticsearch client, click or rich (only hvdlog install does, lazily)."""
         code = (
             "import sys, hvdlog.elastic.templates, hvdlog.elastic.views, hvdlog.elastic.kibana, hvdlog.elastic.generate;"
             "print(sorted({'elasticsearch', 'elastic_transport', 'click', 'rich'} & set(sys.modules)))"

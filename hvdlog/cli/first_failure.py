@@ -8,7 +8,8 @@ import click
 
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.query.failures import FAILURE_EVENTS, first_failure as analyse
+from hvdlog.query.failures import FAILURE_EVENTS
+from hvdlog.query.failures import first_failure as analyse
 from hvdlog.query.spec import format_ranks
 
 __all__ = ["first_failure"]
@@ -18,13 +19,13 @@ def _where(item: dict[str, Any]) -> str:
     """``rank 1 (node3) at 2026-…``; a missing host or time is left out, never printed as None.
 
     Files of a ``horovodrun --output-filename`` tree name no host, and their native lines
-    carry no time of their own.
+    carry no time of their own (their position in the file is their order).
     """
-    text = f"rank {item.get('rank') if item.get('rank') is not None else '?'}"
+    text = f"rank {item['rank']}" if item.get("rank") is not None else "the launcher (no rank)"
     if item.get("host"):
         text += f" ({item['host']})"
     when = format_time(item.get("@timestamp"))
-    return text + (f" at {when}" if when != "-" else " (no time in the log)")
+    return text + (f" at {when}" if when != "-" else "")
 
 
 @click.command("first-failure", context_settings={"help_option_names": ["-h", "--help"]})
@@ -68,5 +69,5 @@ def first_failure(run: Run, **_: object) -> None:
         for item in report.collateral:
             printer.text(f"  collateral: {_where(item)} ({item.get('reason')}): {item.get('message')}")
         for item in report.evidence:
-            printer.text(f"  launcher: {item['message']}", style="dim")
+            printer.text(f"  launcher: {item.get('message')}", style="dim")
     run.exit(bool(reports))

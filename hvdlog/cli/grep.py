@@ -12,10 +12,10 @@ import click
 from hvdlog.cli.options import Run, source_options, warn
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.cli.text import sentence
+from hvdlog.documents import Document
 from hvdlog.fields import LEVELS
 from hvdlog.query.echoes import drop_echoes
 from hvdlog.query.source import Source, SourceError
-from hvdlog.documents import Document
 from hvdlog.query.spec import Filter, FilterError, sort_key
 
 __all__ = ["grep"]
@@ -50,21 +50,21 @@ def grep(
 ) -> None:
     """Print events matching PATTERN (a fixed string in the message or the error) and the filters.
 
+    The first argument is PATTERN unless it is the only one (then it is the PATH) or it is
+    written as an existing path with a '/' (runs/job1, ./NCCL); -e PATTERN is never ambiguous.
     PATTERN is case-sensitive unless -i; with -E it is a Python regular expression. Events
     are sorted by time, then rank. Identical messages from several ranks within --window
     seconds print once, naming the ranks. An uncaught exception hvdlog recorded prints once
-    (its event; the captured native traceback that repeats it is left out). Exit 0 when something matched, 1 when nothing
-    did, 2 on an error (results of the sources that worked are still printed).
+    (its event; the captured native traceback that repeats it is left out). Exit 0 when
+    something matched, 1 when nothing did, 2 on an error (results of the sources that
+    worked are still printed).
     """
     try:
         spec = replace(run.spec, pattern=pattern, regex=regex, ignore_case=ignore_case) if pattern else run.spec
     except FilterError as exc:
         raise click.UsageError(sentence(str(exc))) from None
     printer = Printer(as_json=run.as_json, color=color)
-    if last is not None:
-        docs = _last(run, spec, last)
-    else:
-        docs = drop_echoes(run.documents(spec=spec))
+    docs = _last(run, spec, last) if last is not None else drop_echoes(run.documents(spec=spec))
     found = False
     if run.as_json:
         for doc in docs:

@@ -8,7 +8,8 @@ Exit codes: 0 done (a skipped step, such as ILM on a cluster without it, is a wa
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,30 +20,51 @@ if TYPE_CHECKING:
 
 __all__ = ["install"]
 
-_ENV = "HVDLOG_{}"
+
+
+def _env(name: str) -> dict[str, Any]:
+    """Every option of this command also reads ``HVDLOG_<NAME>`` (shown in --help)."""
+    return {"envvar": f"HVDLOG_{name}", "show_envvar": True}
+
 _MARKS = {"created": ("+", "green"), "updated": ("~", "yellow"), "unchanged": ("=", "dim"), "skipped": ("!", "yellow")}
+
+
+def _warner(console: Console) -> Callable[[str], None]:
+    """Warnings of the connection modules, printed like the progress lines."""
+    from rich.markup import escape
+
+    return lambda text: console.print(f"[yellow]warning:[/yellow] {escape(text)}", soft_wrap=True)
 
 
 def _check_password(username: str | None, password: str | None, service: str) -> None:
     """A basic-auth user needs a real password; docker-elk's ``changeme`` is refused."""
-    if username and (not password or password == "changeme"):
+    if username and (not password or password == "changeme"):  # noqa: S105 - the one password refused
         raise click.UsageError(f"{service} user {username!r} needs a password other than empty or 'changeme'.")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--es", "es_url", required=True, envvar=_ENV.format("ES_URL"), show_envvar=True, help="Elasticsearch URL, e.g. https://es:9200.")
-@click.option("--kibana", "kibana_url", envvar=_ENV.format("KIBANA_URL"), show_envvar=True, help="Kibana URL; without it the Kibana objects are not imported.")
-@click.option("--namespace", default=templates.DEFAULT_NAMESPACE, envvar=_ENV.format("NAMESPACE"), show_envvar=True, show_default=True, help="Data stream namespace: logs-horovod.<source>-<namespace>.")
-@click.option("--replicas", type=click.IntRange(min=0), default=templates.DEFAULT_REPLICAS, envvar=_ENV.format("REPLICAS"), show_envvar=True, show_default=True, help="Replicas per shard (0 on a single node).")
-@click.option("--retention-days", type=click.IntRange(min=1), default=templates.DEFAULT_RETENTION_DAYS, envvar=_ENV.format("RETENTION_DAYS"), show_envvar=True, show_default=True, help="ILM deletes data this many days after rollover.")
-@click.option("--es-username", envvar=_ENV.format("ES_USERNAME"), show_envvar=True, help="Basic-auth user for Elasticsearch.")
-@click.option("--es-password", envvar=_ENV.format("ES_PASSWORD"), show_envvar=True, help="Its password (prefer the variable: flags show in `ps`).")
-@click.option("--es-api-key", envvar=_ENV.format("ES_API_KEY"), show_envvar=True, help="Encoded API key for Elasticsearch, instead of a user.")
-@click.option("--kibana-username", envvar=_ENV.format("KIBANA_USERNAME"), show_envvar=True, help="Kibana user (default: the Elasticsearch one).")
-@click.option("--kibana-password", envvar=_ENV.format("KIBANA_PASSWORD"), show_envvar=True, help="Its password.")
-@click.option("--kibana-api-key", envvar=_ENV.format("KIBANA_API_KEY"), show_envvar=True, help="Encoded API key for Kibana.")
-@click.option("--es-ca", type=click.Path(exists=True, dir_okay=False), envvar=_ENV.format("ES_CA"), show_envvar=True, help="CA bundle (PEM) for HTTPS to Elasticsearch.")
-@click.option("--kibana-ca", type=click.Path(exists=True, dir_okay=False), envvar=_ENV.format("KIBANA_CA"), show_envvar=True, help="CA bundle for Kibana (default: --es-ca).")
+@click.option("--es", "es_url", required=True, **_env("ES_URL"), help="Elasticsearch URL, e.g. https://es:9200.")
+@click.option("--kibana", "kibana_url", **_env("KIBANA_URL"), help="Kibana URL; without it the Kibana objects are not imported.")
+@click.option(
+    "--namespace", default=templates.DEFAULT_NAMESPACE, **_env("NAMESPACE"), show_default=True,
+    help="Data stream namespace: logs-horovod.<source>-<namespace>.",
+)
+@click.option(
+    "--replicas", type=click.IntRange(min=0), default=templates.DEFAULT_REPLICAS, **_env("REPLICAS"), show_default=True,
+    help="Replicas per shard (0 on a single node).",
+)
+@click.option(
+    "--retention-days", type=click.IntRange(min=1), default=templates.DEFAULT_RETENTION_DAYS, **_env("RETENTION_DAYS"), show_default=True,
+    help="ILM deletes data this many days after rollover.",
+)
+@click.option("--es-username", **_env("ES_USERNAME"), help="Basic-auth user for Elasticsearch.")
+@click.option("--es-password", **_env("ES_PASSWORD"), help="Its password (prefer the variable: flags show in `ps`).")
+@click.option("--es-api-key", **_env("ES_API_KEY"), help="Encoded API key for Elasticsearch, instead of a user.")
+@click.option("--kibana-username", **_env("KIBANA_USERNAME"), help="Kibana user (default: the Elasticsearch one).")
+@click.option("--kibana-password", **_env("KIBANA_PASSWORD"), help="Its password.")
+@click.option("--kibana-api-key", **_env("KIBANA_API_KEY"), help="Encoded API key for Kibana.")
+@click.option("--es-ca", type=click.Path(exists=True, dir_okay=False), **_env("ES_CA"), help="CA bundle (PEM) for HTTPS to Elasticsearch.")
+@click.option("--kibana-ca", type=click.Path(exists=True, dir_okay=False), **_env("KIBANA_CA"), help="CA bundle for Kibana (default: --es-ca).")
 @click.option("--kibana-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="Seconds to wait for Kibana to be available.")
 def install(
     es_url: str,
@@ -99,7 +121,7 @@ def _install_elasticsearch(
 
     credentials = Credentials(username, password, api_key)
     try:
-        client = connect(url, credentials, ca_certs=ca_certs, timeout=30, retries=1, warn=lambda text: console.print(f"[yellow]warning:[/yellow] {escape(text)}", soft_wrap=True))
+        client = connect(url, credentials, ca_certs=ca_certs, timeout=30, retries=1, warn=_warner(console))
     except ElasticsearchError as exc:
         raise SetupError(str(exc)) from None
     counts = dict.fromkeys(_MARKS, 0)
@@ -130,7 +152,7 @@ def _import_kibana(
     shown = mask_credentials(url)
     client = KibanaClient(
         url, username=username, password=password, api_key=api_key, ca_certs=ca_certs,
-        warn=lambda text: console.print(f"[yellow]warning:[/yellow] {escape(text)}", soft_wrap=True),
+        warn=_warner(console),
     )
     console.print(f"waiting for Kibana at {escape(shown)} to be available (up to {timeout:g} s)", soft_wrap=True)
     started = last_line = time.monotonic()

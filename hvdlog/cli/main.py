@@ -61,10 +61,10 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            raise _PipeClosed from None
+            raise _PipeClosedError from None
 
 
-class _PipeClosed(Exception):
+class _PipeClosedError(Exception):
     """stdout's reader went away (``| head``)."""
 
 
@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except (click.Abort, KeyboardInterrupt):
         click.echo("hvdlog: interrupted", err=True)
         code = 130
-    except (BrokenPipeError, _PipeClosed):
+    except (BrokenPipeError, _PipeClosedError):
         _silence_stdout()
         code = 0
     except Exception as exc:  # noqa: BLE001 - the one place an unexpected error becomes a sentence

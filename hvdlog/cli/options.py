@@ -10,6 +10,7 @@ results of the sources that worked are still printed).
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -116,18 +117,22 @@ def build_filter(options: dict[str, Any], **extra: Any) -> Filter:
 
 
 def split_pattern(args: Sequence[str], explicit: str | None, has_other_source: bool) -> tuple[str | None, tuple[str, ...]]:
-    """grep's positional rule, decided by the arguments alone, never by what exists on disk.
+    """grep's positional rule: what a plain word means never depends on the current directory.
 
-    With ``-e PATTERN`` every argument is a PATH. Otherwise, with two or more arguments the
-    first is the PATTERN; a single argument is the PATTERN when ``--es`` gives something to
-    read, else it is the PATH (``hvdlog grep RUNS/``). So a file named like the pattern in
-    the current directory never changes what a command means.
+    With ``-e PATTERN`` every argument is a PATH. A single argument with nothing else to read
+    (no ``--es``) is the PATH (``hvdlog grep RUNS/``). Otherwise the first argument is the
+    PATTERN, unless it is written as a path, with a ``/`` (``runs/job1``, ``./NCCL``), and
+    exists. So a file named ``NCCL`` in the current directory never turns
+    ``hvdlog grep NCCL runs/`` into a search of that file.
     """
     if explicit is not None or not args:
         return explicit or None, tuple(args)
     if len(args) == 1 and not has_other_source:
         return None, tuple(args)
-    return args[0] or None, tuple(args[1:])
+    first = args[0]
+    if (os.sep in first or first in (".", "..")) and os.path.exists(first):
+        return None, tuple(args)
+    return first or None, tuple(args[1:])
 
 
 def source_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -71,10 +71,10 @@ def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
             yield group
         key = _key(doc)
         rank = doc.get("rank")
-        group = open_groups.get(key)
-        if group is not None and isinstance(rank, int) and rank not in group.ranks:
-            group.ranks.add(rank)
-            group.count += 1
+        existing = open_groups.get(key)
+        if existing is not None and isinstance(rank, int) and rank not in existing.ranks:
+            existing.ranks.add(rank)
+            existing.count += 1
             continue
         group = Group(doc, {rank} if isinstance(rank, int) else set())
         open_groups[key] = group

@@ -25,7 +25,10 @@ __all__ = ["parse"]
     help="IANA zone of the nodes' clocks, for Horovod's zone-less times [default: this machine's zone].",
 )
 @click.option("--timezone", "old_timezone", hidden=True, callback=time_zone)  # the name before 0.1.0: --tz everywhere now
-@click.option("--chatter", default="keep", show_default=True, metavar="keep|drop|sample=N", help="Known per-cycle TRACE/DEBUG lines: keep, drop, or keep one in N.")
+@click.option(
+    "--chatter", default="keep", show_default=True, metavar="keep|drop|sample=N",
+    help="Known per-cycle TRACE/DEBUG lines: keep, drop, or keep one in N.",
+)
 @click.option("--size", type=click.IntRange(min=1, max=2**31 - 1), help="Job size, for the oldest stall format ([ready ranks: ...]).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not report the count of unparsed lines on stderr.")
 def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None, chatter: str, size: int | None, quiet: bool) -> None:
@@ -53,7 +56,7 @@ def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None
             continue
         for found in walk([path], problem):
             try:
-                open(found, "rb").close()  # noqa: SIM115 - only asks whether it opens
+                open(found, "rb").close()
             except OSError as error:
                 problem(f"{found}: cannot read ({error.strerror}); skipped")
                 continue

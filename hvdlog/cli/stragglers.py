@@ -6,7 +6,8 @@ import click
 
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer
-from hvdlog.query.stragglers import STEP_EVENTS, stragglers as analyse
+from hvdlog.query.stragglers import STEP_EVENTS
+from hvdlog.query.stragglers import stragglers as analyse
 
 __all__ = ["stragglers"]
 

@@ -39,7 +39,9 @@ __all__ = [
 ]
 
 #: What to check on a 401, said the same way by every command.
-CREDENTIALS_HINT: Final = "check HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD or HVDLOG_ES_API_KEY (or --es-username/--es-password/--es-api-key where the command has them)"
+CREDENTIALS_HINT: Final = (
+    "check HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD or HVDLOG_ES_API_KEY (or --es-username/--es-password/--es-api-key where the command has them)"
+)
 
 #: ``scheme://user:password@`` anywhere in a text.
 _URL_USERINFO: Final = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/@\s:]*)(?::[^/@\s]*)?@")
@@ -75,7 +77,8 @@ def split_url(url: str, service: str = "Elasticsearch") -> tuple[str, str | None
     except ValueError as exc:
         raise ElasticsearchError(f"bad {service} URL {mask_credentials(url)!r}: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ElasticsearchError(f"bad {service} URL {mask_credentials(url)!r}: use http(s)://host:port, e.g. https://{service.lower()}:{_PORTS.get(service, 9200)}")
+        example = f"https://{service.lower()}:{_PORTS.get(service, 9200)}"
+        raise ElasticsearchError(f"bad {service} URL {mask_credentials(url)!r}: use http(s)://host:port, e.g. {example}")
     if parts.username is None and parts.password is None:
         return url, None, None
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
@@ -129,15 +132,16 @@ def connect(
     credentials = credentials or Credentials()
     if not (credentials.username or credentials.api_key) and url_user:
         credentials = Credentials(url_user, url_password)
-    if warn is not None and (credentials.username or credentials.api_key):
-        if (text := plain_http_warning(url, "an API key" if credentials.api_key else "a password")) is not None:
-            warn(text)
+    secret = "an API key" if credentials.api_key else "a password" if credentials.username else None
+    if warn is not None and secret is not None and (text := plain_http_warning(url, secret)) is not None:
+        warn(text)
     if ca_certs is not None and not os.path.isfile(ca_certs):
         raise ElasticsearchError(f"the CA file {ca_certs} does not exist (--es-ca / HVDLOG_ES_CA)")
     from elasticsearch import Elasticsearch
 
+    options = {**credentials.client_options(), **({"ca_certs": ca_certs} if ca_certs is not None else {})}
     try:
-        return Elasticsearch(hosts, request_timeout=timeout, max_retries=retries, ca_certs=ca_certs, **credentials.client_options())
+        return Elasticsearch(hosts, request_timeout=timeout, max_retries=retries, **options)
     except (ValueError, TypeError) as exc:
         raise ElasticsearchError(f"cannot use Elasticsearch at {mask_credentials(url)}: {mask_credentials(str(exc))}") from None
 
@@ -156,6 +160,7 @@ def _reason(exc: Exception) -> str:
 def describe(exc: BaseException, url: str, doing: str, *, privileges: str = "the privileges this needs", timeout: float | None = None) -> str:
     """What a client exception means for the user, in one sentence, credentials masked."""
     import elastic_transport
+
     import elasticsearch
 
     where = f"Elasticsearch at {mask_credentials(url)}"
@@ -183,6 +188,7 @@ def describe(exc: BaseException, url: str, doing: str, *, privileges: str = "the
 def errors(url: str, doing: str, *, privileges: str = "the privileges this needs", timeout: float | None = None) -> Iterator[None]:
     """Turn client exceptions raised inside into :class:`ElasticsearchError` sentences."""
     import elastic_transport
+
     import elasticsearch
 
     try:

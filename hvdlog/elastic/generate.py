@@ -6,7 +6,7 @@ saved objects, then review the diff::
     python -m hvdlog.elastic.generate          # rewrite elasticsearch/ and kibana/
     python -m hvdlog.elastic.generate --check  # exit 1 and name the stale files
 
-The committed files carry the defaults (0 replicas, 14 days retention); ``hvdlog setup``
+The committed files carry the defaults (0 replicas, 14 days retention); ``hvdlog install``
 renders the same objects with the cluster's own values.
 """
 

@@ -109,7 +109,7 @@ class ElasticsearchInstaller:
         versions = [node.get("version", "") for node in (body or {}).get("nodes", {}).values()]
         if not versions:
             raise SetupError(f"Elasticsearch at {self.url} did not report its version; is this an Elasticsearch node?")
-        version = versions[0]
+        version = str(versions[0])
         if not version.startswith("8."):
             raise SetupError(f"Elasticsearch at {self.url} is version {version}; hvdlog's templates and client need 8.x.")
         return version

@@ -48,9 +48,9 @@ class KibanaClient:
             username, password = url_user, url_password
         #: Without credentials, so it can be shown in any message.
         self.url = clean.rstrip("/")
-        if warn is not None and (username or api_key):
-            if (text := plain_http_warning(self.url, "an API key" if api_key else "a password")) is not None:
-                warn(text)
+        secret = "an API key" if api_key else "a password" if username else None
+        if warn is not None and secret is not None and (text := plain_http_warning(self.url, secret)) is not None:
+            warn(text)
         self.headers = {"kbn-xsrf": "hvdlog", "accept": "application/json"}
         if api_key:
             self.headers["authorization"] = f"ApiKey {api_key}"

@@ -67,12 +67,12 @@ def _slow_builder(event: bool, with_path: bool) -> Builder:
     return build
 
 
-class TooDeep(ValueError):
+class TooDeepError(ValueError):
     """A key with more dotted levels than any store takes: the line is a parse failure."""
 
 
 def _too_deep(flat: Mapping[str, Any], path: Any) -> Document:
-    raise TooDeep(f"a key has more than {MAX_KEY_DEPTH} dotted levels")
+    raise TooDeepError(f"a key has more than {MAX_KEY_DEPTH} dotted levels")
 
 
 def _builder(keys: tuple[str, ...], *, event: bool, with_path: bool) -> Builder:
@@ -123,5 +123,5 @@ def decode_event(line: str | bytes, path: str | None = None) -> Document | None:
     try:
         flat = orjson.loads(line)
         return to_document(flat, path) if type(flat) is dict else None
-    except (orjson.JSONDecodeError, TooDeep):
+    except (orjson.JSONDecodeError, TooDeepError):
         return None

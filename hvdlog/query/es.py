@@ -9,6 +9,7 @@ The connection (credentials from ``HVDLOG_ES_API_KEY``, or ``HVDLOG_ES_USERNAME`
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -141,10 +142,8 @@ class ElasticsearchSource:
                 yield hits
                 after = hits[-1]["sort"]
         finally:
-            try:
+            with contextlib.suppress(Exception):  # the PIT expires by itself; never mask the real error
                 es.close_point_in_time(id=pit)
-            except Exception:  # noqa: BLE001 - the PIT expires by itself; never mask the real error
-                pass
 
     @contextmanager
     def _retryable(self, started: bool) -> Iterator[None]:
@@ -183,7 +182,7 @@ class ElasticsearchSource:
             newest.extend(hit["_source"] for hit in hits if spec.matches(hit["_source"]))
             if len(newest) >= last:
                 break
-        yield from sorted(reversed(newest[:last]), key=sort_key)  # ties keep index order, as ascending
+        yield from sorted(reversed(newest[:last]), key=sort_key)  # noqa: C414 - reversed first: ties keep index order, as ascending
 
     def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
         """Documents indexed from now on, by polling for ``@timestamp`` at or after the last one seen.

@@ -52,9 +52,9 @@ def _needles(spec: Filter) -> tuple[list[bytes], bytes | None]:
     if spec.min_level is not None and LEVELS.index(spec.min_level) > LEVELS.index("info"):
         levels = [f'"{name}"'.encode() for name in LEVELS[LEVELS.index(spec.min_level) :]]
     literal = None
-    if spec.pattern and not spec.regex and not spec.ignore_case and _JSON_SAFE.match(spec.pattern):
-        if '"' not in spec.pattern and "\\" not in spec.pattern:
-            literal = spec.pattern.encode()
+    pattern = spec.pattern
+    if pattern and not spec.regex and not spec.ignore_case and _JSON_SAFE.match(pattern) and '"' not in pattern and "\\" not in pattern:
+        literal = pattern.encode()
     return levels, literal
 
 

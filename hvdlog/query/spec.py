@@ -37,6 +37,7 @@ from hvdlog.fields import LEVELS, level_at_least
 from hvdlog.layout import tree_of
 
 __all__ = [
+    "MAX_JOB_SIZE",
     "MAX_RANK",
     "PATTERN_FIELDS",
     "Condition",
@@ -66,6 +67,10 @@ class FilterError(ValueError):
 
 #: Upper bound of a rank (Horovod ranks are C ints); larger numbers are a typo, not a rank.
 MAX_RANK: Final = 2**31 - 1
+
+#: The largest job ``size`` an analysis believes: a field of the data must not make a
+#: command enumerate a billion ranks (memory and time would follow the number, not the files).
+MAX_JOB_SIZE: Final = 65536
 
 
 class RankSet:
@@ -113,7 +118,7 @@ def parse_ranks(text: str) -> RankSet:
     """``"0,3,8-15"`` -> the ranks 0, 3 and 8 to 15, as intervals."""
     intervals: list[tuple[int, int]] = []
     for part in (p.strip() for p in text.split(",")):
-        match = re.fullmatch(r"(\d{1,10})(?:\s*-\s*(\d{1,10}))?", part)
+        match = re.fullmatch(r"(\d{1,18})(?:\s*-\s*(\d{1,18}))?", part)
         if not match:
             raise FilterError(f"bad rank list {text!r}: use numbers and ranges like 0,3,8-15")
         low = int(match[1])

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from hvdlog.documents import Document, get_field
 from hvdlog.fields import level_at_least
-from hvdlog.query.spec import Condition, Filter, job_of, sort_key, timestamp_millis
+from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, job_of, sort_key, timestamp_millis
 
 __all__ = ["STALL_EVENTS", "StallEpisode", "find_stalls", "progress_filter", "stall_episodes"]
 
@@ -83,7 +83,7 @@ def _add(episode: StallEpisode, doc: Document, millis: int) -> None:
     episode.reports += 1
     episode._last_ms = millis
     size = doc.get("size")
-    if isinstance(size, int):
+    if isinstance(size, int) and 0 < size <= MAX_JOB_SIZE:  # bounded: see MAX_JOB_SIZE
         episode._size = size
     for name in get_field(doc, "horovod.stall.tensors") or ():
         if name not in episode.tensors:

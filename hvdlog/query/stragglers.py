@@ -18,16 +18,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field
-from hvdlog.query.spec import Condition, job_of, timestamp_millis
+from hvdlog.query.spec import MAX_JOB_SIZE, Condition, job_of, timestamp_millis
 
 __all__ = ["STEP_EVENTS", "RankProgress", "stragglers"]
 
 #: What the analysis needs from a source: events that carry a step.
 STEP_EVENTS: Final = (Condition("step"),)
 
-#: The largest ``size`` believed: a field of the data must not make the command list a
-#: billion silent ranks (memory and time would follow the number, not the files).
-MAX_JOB_SIZE: Final = 65536
 
 
 @dataclass

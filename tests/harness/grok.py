@@ -60,7 +60,7 @@ def es_classpath(classes: Path) -> str:
     """GrokHarness.java compiled into ``classes`` against the test Elasticsearch's grok jars."""
     es_home = os.environ.get("HVDLOG_ES_HOME")
     if not es_home:
-        pytest.fail("HVDLOG_ES_HOME is not set: run scripts/setup.sh (it fetches Elasticsearch)")
+        pytest.fail("HVDLOG_ES_HOME is not set: run scripts/bootstrap.sh test (it fetches Elasticsearch)")
     jars = []
     for pattern in _JARS:
         found = sorted(Path(es_home, "lib").glob(pattern))
