@@ -202,8 +202,12 @@ def _cause(doc: Document) -> str:
     """What went wrong, in one line: ``Type: message`` (and a chain's root), or the signal and the line."""
     error_type, message = get_field(doc, "error.type"), get_field(doc, "error.message")
     if error_type:
+        trace = str(get_field(doc, "error.stack_trace") or "")
+        # A message that goes on over lines (TensorFlow's node and cause lines) is all of it.
+        if (at := trace.rfind(f"{error_type}:")) >= 0 and len(trace) - at > len(f"{error_type}: {message or ''}") + 1:
+            message = trace[at + len(error_type) + 1 :]
         text = f"{error_type}: {' '.join(str(message or '').split())}".rstrip(": ")
-        root = _root_exception(str(get_field(doc, "error.stack_trace") or ""))
+        root = _root_exception(trace)
         return f"{text} (raised while handling {root})" if root and root not in text else text
     signal = signal_of(doc)
     line = one_line(doc)
@@ -281,6 +285,15 @@ def _evidence_culprit(evidence: list[Document]) -> tuple[Any, str] | None:
     return None
 
 
+def _silent_ranks(failures: list[Document]) -> list[int]:
+    """Ranks of a job of known size that did not fail while every other one went down as collateral."""
+    sizes = {doc.get("size") for doc in failures if isinstance(doc.get("size"), int)}
+    if len(sizes) != 1:
+        return []
+    reported = {rank_of(doc) for doc in failures}
+    return [rank for rank in range(sizes.pop()) if rank not in reported]
+
+
 def _report(job: Any, failures: list[Document]) -> FailureReport:
     kinds = _classify(failures)
     report = FailureReport(job, None)
@@ -310,6 +323,10 @@ def _report(job: Any, failures: list[Document]) -> FailureReport:
     elif (pointed := _evidence_culprit([doc for kind, doc in kinds if kind == "evidence"])) is not None:
         report.blamed_ranks = [pointed[0]]
         report.cause = pointed[1]
+    elif silent := _silent_ranks(failures):
+        report.blamed_ranks = silent
+        report.cause = (f"no primary cause in these logs: every failure is collateral, and rank(s) "
+                        f"{', '.join(map(str, silent))} of the job reported nothing: their output is where the cause is")
     else:
         report.cause = ("no primary cause in these logs: every failure is collateral (shutdown, lost peers, "
                         "terminated by the launcher); the rank that failed first left no output here")
