@@ -21,9 +21,6 @@ _LIBRARY = ("documents", "first_failure", "stalls")
 #: Known wrong answers, each caused on the parsing side (hvdlog/parse, owner: the parse branch).
 #: Strict: once fixed, the test reports XPASS and fails until the entry is removed.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("nccl-unhandled-cuda-all-ranks", "first_failure"): (
-        "hvdlog parse emits the tracebacks still open at the end of the input by stream, not in the order they "
-        "began: untimed, rank 0's comes out before rank 1's, which was printed first (parsing side)"),
     ("openmpi-tree-headless-rotated", "grep_rank"): (
         "a headless traceback that starts with a frame's source line (the cut fell between 'File ...' and its code "
         "line) is split into two documents (parsing side)"),
