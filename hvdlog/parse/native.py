@@ -74,7 +74,7 @@ def parse_chatter(value: str | int) -> Chatter:
 class _Stream:
     """What one (rank, stream, file) has open: a multi-line event and its last time."""
 
-    __slots__ = ("base", "kind", "lines", "stall", "fields", "last_time", "started", "pending", "chatter_seen")
+    __slots__ = ("base", "kind", "lines", "stall", "fields", "last_time", "started", "pending", "chatter_seen", "message_from", "order")
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
@@ -86,12 +86,14 @@ class _Stream:
         self.started: str | None = None  # last_time when the open event began
         self.pending: list[str] = []
         self.chatter_seen = 0
+        self.message_from = 0  # index in lines after the exception line: its message goes on there
+        self.order = 0  # when the open event began, among all streams (close() emits in that order)
 
 
 class NativeParser:
     """Feeds native lines, yields documents; call :meth:`close` at the end of input."""
 
-    __slots__ = ("_times", "_chatter", "size", "_streams", "_last_context", "_last_stream")
+    __slots__ = ("_times", "_chatter", "size", "_streams", "_last_context", "_last_stream", "_opened")
 
     def __init__(self, *, timezone: str | None = None, chatter: Chatter = "keep", size: int | None = None) -> None:
         """``timezone`` of the nodes' clocks; ``chatter`` see :func:`parse_chatter`;
@@ -102,6 +104,7 @@ class NativeParser:
         self._streams: dict[tuple[Any, ...], _Stream] = {}
         self._last_context: dict[str, Any] | None = None
         self._last_stream: _Stream | None = None
+        self._opened = 0  # multi-line events begun so far
 
     # --- input -------------------------------------------------------------------------
     def feed(self, payload: str, context: dict[str, Any], arrival: str | None = None) -> list[Document]:
@@ -125,19 +128,28 @@ class NativeParser:
         if arrival is not None:  # exact and in UTC: better than any inherited time
             stream.last_time = arrival
         if stream.kind is None:
-            doc = self._start(stream, payload)
+            doc = self._begin(stream, payload)
             return _NOTHING if doc is None else [doc]
         if self._continue(stream, payload):
             return _NOTHING
         docs = [self._flush(stream)]
-        doc = self._start(stream, payload)
+        doc = self._begin(stream, payload)
         if doc is not None:
             docs.append(doc)
         return docs
 
+    def _begin(self, stream: _Stream, payload: str) -> Document | None:
+        """:meth:`_start`, noting when a multi-line event begins."""
+        doc = self._start(stream, payload)
+        if stream.kind is not None:
+            self._opened += 1
+            stream.order = self._opened
+        return doc
+
     def close(self) -> Iterator[Document]:
-        """Emit the multi-line events still open (input ended in the middle of one)."""
-        for stream in self._streams.values():
+        """Emit the multi-line events still open (input ended in the middle of one), in the
+        order they began (untimed documents keep their read order)."""
+        for stream in sorted(self._streams.values(), key=lambda stream: stream.order):
             if stream.kind is not None:
                 yield self._flush(stream)
 
@@ -163,6 +175,7 @@ class NativeParser:
             exception = _EXCEPTION.match(line)
             stream.fields = exception or {"error.message": line}
             stream.kind = "after_exception"
+            stream.message_from = len(stream.lines)
             return True
         if kind in ("after_exception", "chain", "call_stack"):
             if not line.strip():
@@ -225,6 +238,9 @@ class NativeParser:
             else:
                 fields["log.level"] = "error"
                 fields["error.stack_trace"] = fields["message"]
+                more = stream.lines[stream.message_from:] if kind in ("after_exception", "call_stack", "chain") else []
+                if more and "error.message" in fields:  # TF & co.: the message goes on after the line
+                    fields["error.message"] = "\n".join([fields["error.message"], *more])
         doc = self._document(stream, fields, stream.started)
         stream.kind = None
         stream.stall = None
@@ -273,6 +289,7 @@ class NativeParser:
         if _LONE_EXCEPTION.match(line):  # an exception line alone: its frames were lost
             stream.kind, stream.lines, stream.started = "after_exception", [line], stream.last_time
             stream.fields = _EXCEPTION.match(line) or {"error.message": line}
+            stream.message_from = 1
             return None
         known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
         if known is not None:

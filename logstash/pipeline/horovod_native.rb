@@ -303,11 +303,11 @@ end
 def exception_line(lines)
   state = :frames
   found = nil
-  lines.each do |line|
+  lines.each_with_index do |line, index|
     case state
     when :frames
       next if line.strip.empty? || line.start_with?(" ", "\t") || match(@traceback, line)
-      found = line
+      found = index
       state = :message
     when :message
       state = :chain if match(@chain, line)
@@ -320,12 +320,18 @@ end
 
 def traceback(event, lines)
   text = lines.join("\n")
-  last = exception_line(lines)
+  at = exception_line(lines)
+  last = at && lines[at]
   found = last && captures(@exception, last)
   if found
     found.each { |field, value| event.set(field, value) }
   elsif last
     event.set("[error][message]", last)
+  end
+  # TF & co.: the exception's message goes on after its line
+  more = at ? lines[(at + 1)..] : []
+  if !more.empty? && event.get("[error][message]")
+    event.set("[error][message]", ([event.get("[error][message]")] + more).join("\n"))
   end
   event.set("[message]", text)
   event.set("[error][stack_trace]", text)
