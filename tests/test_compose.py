@@ -246,6 +246,21 @@ class TestStack:
         assert targets["/usr/share/logstash/config/logstash.yml"] == REPO / "logstash" / "config" / "logstash.yml"
         assert targets["/usr/share/logstash/pipeline"] == REPO / "logstash" / "pipeline"
         assert targets["/usr/share/logstash/patterns"] == REPO / "hvdlog" / "parse" / "assets" / "patterns"
+        assert targets["/usr/share/hvdlog/messages.json"] == REPO / "hvdlog" / "parse" / "assets" / "messages.json"
+
+    def test_logstash_reads_only_mounted_files(self, stack: dict[str, Any]) -> None:
+        """Every /usr/share/... file a pipeline or its ruby scripts name is inside a mount."""
+        targets = [v["target"] for v in stack["services"]["logstash"]["volumes"]]
+        named = set()
+        for path in (REPO / "logstash" / "pipeline").iterdir():
+            named |= set(re.findall(r"/usr/share/[\w./-]+", path.read_text()))
+        assert named, "the pipelines name no file under /usr/share"
+        image_own = ("/usr/share/logstash/data", "/usr/share/logstash/config")
+        unmounted = sorted(
+            name for name in named
+            if not name.startswith(image_own) and not any(name == t or name.startswith(t.rstrip("/") + "/") for t in targets)
+        )
+        assert not unmounted, f"files the pipelines read but compose does not mount: {unmounted}"
 
 
 class TestEnvironment:
