@@ -22,7 +22,8 @@ pytestmark = pytest.mark.horovod
 #: Horovod's names for the gradients of training/train.py's SmallCNN.
 DENSE = {f"allreduce.{layer}.{kind}" for layer in ("fc1", "fc2") for kind in ("weight", "bias")}
 CONV = {f"allreduce.{layer}.{kind}" for layer in ("conv1", "conv2") for kind in ("weight", "bias")}
-HANG = ("--hang-rank", "1", "--hang-at-step", "3", "--hang-seconds", "10", "--stall-after", "2")
+HANG_SECONDS = 10
+HANG = ("--hang-rank", "1", "--hang-at-step", "3", "--hang-seconds", str(HANG_SECONDS), "--stall-after", "2")
 
 
 @pytest.fixture(name="gloo_hang", scope="module")
@@ -38,11 +39,16 @@ def fixture_mpi_hang(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 
 def _stalls(run: Run, rank: int) -> list[dict[str, Any]]:
-    """The rank's watchdog stall reports of the step-3 hang (not a slow hvd.init on a loaded machine)."""
+    """The rank's watchdog reports while rank 1 surely still hangs at step 3.
+
+    Not a slow hvd.init on a loaded machine (no step), and not a report taken as rank 1
+    resumes: that one may rightly find some allreduces done.
+    """
     assert run.result.returncode == 0, run.result.stdout[-3000:] + run.result.stderr[-3000:]
-    found = [e for e in run.events(rank) if e.get("event.action") == "stall" and e.get("step") == 3]
-    assert found, f"rank {rank} reported no stall at step 3"
-    return found
+    stalls = [e for e in run.events(rank) if e.get("event.action") == "stall" and e.get("step") == 3]
+    during = [e for e in stalls if e["horovod.stall.seconds"] <= HANG_SECONDS - 2]
+    assert len(during) >= 2, f"rank {rank}: {len(stalls)} stall reports at step 3, {len(during)} during the hang"
+    return during
 
 
 def _episodes(run: Run, *args: str) -> tuple[str, list[dict[str, Any]]]:
@@ -75,7 +81,7 @@ class TestGlooHangBeforeForward:
         text, episodes = _episodes(gloo_hang)
         (episode,) = [e for e in episodes if e["step"] == 3]
         assert set(episode["tensors"]) == set(episode["unsubmitted_tensors"]) == DENSE | CONV
-        assert episode["unsubmitted_ranks"] == [1] and episode["missing_ranks"] == [1] and episode["waiting_ranks"] == [0]
+        assert episode["unsubmitted_ranks"] == [1] and episode["missing_ranks"] == [1] and 0 in episode["waiting_ranks"]
         assert "never submitted by rank 1: allreduce." in text
 
 
@@ -94,11 +100,12 @@ class TestMpiHangInsideBackward:
 
     def test_horovods_inspector_names_the_same_tensors(self, mpi_hang: Run) -> None:
         """Horovod's own stall inspector (rank 0's stderr) and our watchdog agree on the tensors and the rank."""
-        _, episodes = _episodes(mpi_hang)
+        text, episodes = _episodes(mpi_hang)
         by_source = {e["source"]: e for e in episodes if e["source"] == "inspector" or e["step"] == 3}
         inspector, watchdog = by_source["inspector"], by_source["watchdog"]
         assert inspector["missing_ranks"] == watchdog["missing_ranks"] == watchdog["unsubmitted_ranks"] == [1]
         assert set(inspector["tensors"]) == set(watchdog["tensors"]) == set(watchdog["unsubmitted_tensors"]) == CONV
+        assert "never submitted by rank 1: allreduce.conv" in text
 
 
 @pytest.mark.elasticsearch
