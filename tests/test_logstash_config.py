@@ -81,7 +81,7 @@ class TestOneSourceOfPatterns:
         assert used and used <= set(load_definitions())
 
     def test_tag_gsubs_are_the_pattern_file(self) -> None:
-        """The tag-removing gsub regexes (gsub cannot use %{}) equal the pattern file's."""
+        """The tag- and arrival-time-removing gsub regexes (gsub cannot use %{}) equal the pattern file's."""
         definitions = load_definitions()
         native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
         gsubs = set(re.findall(r'"message", "([^"]+)", ""', native))
@@ -91,4 +91,24 @@ class TestOneSourceOfPatterns:
             definitions["HOROVOD_OPENMPI_TAG_ANY"],
             f"^(?:{time})?{definitions['HOROVOD_GLOO_TAG_ANY']}",
             f"^{definitions['HOROVOD_MPICH_TAG_ANY']}",
+            definitions["HVDLOG_ARRIVAL_PREFIX_ANY"],
         }
+
+
+class TestNativeOrder:
+    """Issue 16's items 3 and 4, in horovod-native.conf."""
+
+    NATIVE = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
+
+    def test_blank_lines_are_dropped_after_prefixes_are_removed(self) -> None:
+        """A tagged or stamped empty line (`[1,0]<stdout>:`) is blank only once its tag is off."""
+        drop = self.NATIVE.index('id => "native_drop_blank"')
+        for step in ("native_strip_arrival_time", "native_strip_openmpi_tags", "native_strip_gloo_tags", "native_strip_mpich_tags"):
+            assert self.NATIVE.index(f'id => "{step}"') < drop, step
+
+    def test_data_stream_fields_are_replaced(self) -> None:
+        """add_field on a field that exists makes an array (an invalid index name): replace."""
+        block = self.NATIVE[self.NATIVE.index('id => "native_data_stream"'):]
+        block = block[: block.index("\n  }")]
+        assert 'replace => { "[data_stream][type]" => "logs"' in block and not re.search(r"^\s*add_field", block, re.MULTILINE)
+

@@ -12,6 +12,7 @@ import click
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.fields import LEVELS
+from hvdlog.query.echoes import drop_echoes
 from hvdlog.query.source import Source, SourceError
 from hvdlog.documents import Document
 from hvdlog.query.spec import Filter, FilterError, sort_key
@@ -50,7 +51,8 @@ def grep(
 
     PATTERN is case-sensitive unless -i; with -E it is a Python regular expression. Events
     are sorted by time, then rank. Identical messages from several ranks within --window
-    seconds print once, naming the ranks. Exit 0 when something matched, 1 when nothing
+    seconds print once, naming the ranks. An uncaught exception hvdlog recorded prints once
+    (its event; the captured native traceback that repeats it is left out). Exit 0 when something matched, 1 when nothing
     did, 2 on an error (results of the sources that worked are still printed).
     """
     try:
@@ -61,7 +63,7 @@ def grep(
     if last is not None:
         docs = _last(run, spec, last)
     else:
-        docs = run.documents(spec=spec)
+        docs = drop_echoes(run.documents(spec=spec))
     found = False
     if run.as_json:
         for doc in docs:
@@ -92,7 +94,7 @@ def _last(run: Run, spec: Filter, last: int) -> list[Document]:
         except SourceError as exc:
             run.failures.append(f"{source.label}: {exc}")
             click.echo(f"hvdlog: warning: {source.label}: {exc}", err=True)
-    return list(heapq.merge(*streams, key=sort_key))[-last:]
+    return list(drop_echoes(heapq.merge(*streams, key=sort_key)))[-last:]
 
 
 def _follow(run: Run, spec: Filter, interval: float, printer: Printer) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Final
 from hvdlog.documents import Document
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse.jsonl import nest
+from hvdlog.parse.messages import recognise
 from hvdlog.parse.patterns import compile_pattern
 from hvdlog.parse.stalls import StallBlock, is_continuation, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
@@ -44,7 +45,6 @@ _TERMINATE: Final = compile_pattern("HOROVOD_TERMINATE")
 _WHAT: Final = compile_pattern("HOROVOD_TERMINATE_WHAT")
 _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
-_PROCESS_EXIT: Final = compile_pattern("HOROVOD_PROCESS_EXIT")
 _LEVELS: Final = HOROVOD_LEVEL_LETTERS
 _QUIET_LETTERS: Final = frozenset("TD")
 _NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated
@@ -96,8 +96,9 @@ class NativeParser:
         self._last_stream: _Stream | None = None
 
     # --- input -------------------------------------------------------------------------
-    def feed(self, payload: str, context: dict[str, Any]) -> list[Document]:
-        """One line without its launcher tag; ``context`` = flat fields from tag and path.
+    def feed(self, payload: str, context: dict[str, Any], arrival: str | None = None) -> list[Document]:
+        """One line without its launcher tag; ``context`` = flat fields from tag and path;
+        ``arrival`` = the tee's UTC arrival time of the line (hvdlog.parse.arrival), if any.
         Returns the documents completed by this line (usually one, or none)."""
         if context is self._last_context:  # untagged lines of one file share one context
             stream = self._last_stream
@@ -113,6 +114,8 @@ class NativeParser:
             converted = self._times.launcher(launcher_time)
             if converted is not None and (stream.last_time or "")[:19] != converted[:19]:
                 stream.last_time = converted
+        if arrival is not None:  # exact and in UTC: better than any inherited time
+            stream.last_time = arrival
         if stream.kind is None:
             doc = self._start(stream, payload)
             return _NOTHING if doc is None else [doc]
@@ -218,13 +221,11 @@ class NativeParser:
                 stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
                 stream.started = stream.last_time
                 return None
-        elif line.startswith("Process "):
-            exited = _PROCESS_EXIT.match(line)
-            if exited is not None:
-                level = "info" if exited["process.exit_code"] == 0 else "error"
-                return self._document(stream, {**exited, "message": line, "log.level": level, "event.dataset": LAUNCHER_DATASET})
         if not line.strip():
             return None
+        known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
+        if known is not None:
+            return self._document(stream, known)
         return self._document(
             stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}
         )

@@ -157,10 +157,18 @@ def job_of(doc: Mapping[str, Any]) -> str | None:
 
 
 def sort_key(doc: Mapping[str, Any]) -> tuple[int, int]:
-    """The order every source yields: ``@timestamp`` (ms), then ``rank``; missing ones first."""
+    """The order every source yields: ``@timestamp`` (ms), then ``rank``; untimed documents first.
+
+    Untimed documents (a console without timestamps, Horovod before 0.16) all share one key,
+    so a stable sort keeps them in the order they were read: their position is the only
+    order they have (files keep it exactly; Elasticsearch returns them by rank, then in
+    ingestion order).
+    """
     millis = timestamp_millis(doc.get("@timestamp"))
+    if millis is None:
+        return (-(2**62), -1)
     rank = doc.get("rank")
-    return (millis if millis is not None else -(2**62), rank if isinstance(rank, int) else -1)
+    return (millis, rank if isinstance(rank, int) else -1)
 
 
 @dataclass(frozen=True, slots=True)
