@@ -109,12 +109,16 @@ def track_distributed_optimizers() -> None:
     so an ``import horovod.torch`` after configure is still caught.
     """
     try:
-        for module_name in _FACTORY_MODULES:
-            module = sys.modules.get(module_name)
-            factory = getattr(module, "DistributedOptimizer", None) if module is not None else None
-            if factory is None or getattr(factory, "_hvdlog_wrapped", False):
-                continue
-            module.DistributedOptimizer = _registering(factory)  # type: ignore[union-attr]
+        factories = {name: getattr(sys.modules.get(name), "DistributedOptimizer", None) for name in _FACTORY_MODULES}
+        unwrapped = [sys.modules[name] for name, factory in factories.items() if factory and not getattr(factory, "_hvdlog_wrapped", False)]
+        if not unwrapped:
+            return
+        # One wrapper for every module exporting the factory: `hvd.DistributedOptimizer is
+        # horovod.torch.optimizer.DistributedOptimizer` stays true.
+        wrapped = _registering(unwrapped[0].DistributedOptimizer)
+        for module in unwrapped:
+            if module.DistributedOptimizer is wrapped.__wrapped__:  # type: ignore[attr-defined]
+                module.DistributedOptimizer = wrapped
     except Exception as error:  # noqa: BLE001 - a half-imported horovod must not stop the watchdog
         _note_failure(error)
 

@@ -44,7 +44,7 @@ class TestRealOptimizer:
 
     def test_found_whether_made_before_or_after_configure(self, states: dict[str, Any]) -> None:
         """Made after: registered by the wrapped factory. Made before: found on the stalled stack, as a local or an attribute."""
-        assert states["factory wrapped"] and states["wrapped once"]
+        assert states["factory wrapped"] and states["wrapped once"] and states["one wrapper"]
         assert states["registered"] == [True]
         assert states["early"] == {"no frame": [False], "as a local": [True], "as trainer.optimizer": [True]}
 

@@ -88,6 +88,7 @@ def main() -> int:
     out["factory wrapped"] = hvd.DistributedOptimizer is not original and getattr(hvd.DistributedOptimizer, "__wrapped__", None) is original
     pending.track_distributed_optimizers()  # idempotent
     out["wrapped once"] = hvd.DistributedOptimizer.__wrapped__ is original
+    out["one wrapper"] = hvd.DistributedOptimizer is sys.modules["horovod.torch.optimizer"].DistributedOptimizer
 
     model = Net()
     optimizer = make(hvd.DistributedOptimizer, model)
