@@ -139,7 +139,7 @@ def _registering(factory: Callable[..., Any]) -> Callable[..., Any]:
 
 def _instance_values(obj: object) -> list[Any]:
     """An object's own attribute values, without running its code (no properties, no __getattr__)."""
-    if isinstance(obj, (type, ModuleType)):
+    if issubclass(type(obj), (type, ModuleType)):  # not isinstance: it may read a __class__ property
         return []
     try:
         attributes = object.__getattribute__(obj, "__dict__")

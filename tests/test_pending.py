@@ -96,11 +96,14 @@ def test_summarize() -> None:
 
 
 class Lazy:
-    """An object whose attribute access runs code: the stack scan must never trigger it."""
+    """An object whose every attribute access runs code (a lazy proxy): the stack scan must never trigger it."""
 
     touched = False
 
-    def __getattr__(self, name: str) -> Any:
+    def __init__(self) -> None:
+        object.__setattr__(self, "target", None)
+
+    def __getattribute__(self, name: str) -> Any:
         Lazy.touched = True
         raise AttributeError(name)
 
