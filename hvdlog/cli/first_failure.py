@@ -37,8 +37,9 @@ def first_failure(run: Run, **_: object) -> None:
                 style="bold red",
             )
         elif culprit is not None:
-            who = f"rank {culprit['rank']} ({culprit['host']})" if culprit["rank"] is not None else "the launcher (no rank)"
-            printer.text(f"job {report.job}: first failure on {who} at {format_time(culprit['@timestamp'])}", style="bold red")
+            who = f"rank {culprit['rank']}" if culprit["rank"] is not None else "the launcher (no rank)"
+            who += f" ({culprit['host']})" if culprit["host"] else ""
+            printer.text(f"job {report.job}: first failure on {who}{_at(culprit)}", style="bold red")
             printer.text(f"  {report.cause}")
             if report.stack_trace:
                 for line in str(report.stack_trace).rstrip().splitlines():
@@ -49,9 +50,14 @@ def first_failure(run: Run, **_: object) -> None:
         else:
             printer.text(f"job {report.job}: {report.cause}", style="yellow")
         for item in report.other_errors:
-            printer.text(f"  also failed: rank {item['rank']} at {format_time(item['@timestamp'])}: {item['message']}", style="red")
+            printer.text(f"  also failed: rank {item['rank']}{_at(item)}: {item['message']}", style="red")
         for item in report.collateral:
-            printer.text(f"  collateral: rank {item['rank']} at {format_time(item['@timestamp'])} ({item['reason']}): {item['message']}")
+            printer.text(f"  collateral: rank {item['rank']}{_at(item)} ({item['reason']}): {item['message']}")
         for item in report.evidence:
             printer.text(f"  launcher: {item['message']}", style="dim")
     run.exit(bool(reports))
+
+
+def _at(item: dict[str, object]) -> str:
+    """`` at <time>``, or nothing for a line without a time (its position is its order)."""
+    return f" at {format_time(item['@timestamp'])}" if item.get("@timestamp") else ""

@@ -202,8 +202,12 @@ def _cause(doc: Document) -> str:
     """What went wrong, in one line: ``Type: message`` (and a chain's root), or the signal and the line."""
     error_type, message = get_field(doc, "error.type"), get_field(doc, "error.message")
     if error_type:
+        trace = str(get_field(doc, "error.stack_trace") or "")
+        # A message that goes on over lines (TensorFlow's node and cause lines) is all of it.
+        if (at := trace.rfind(f"{error_type}:")) >= 0 and len(trace) - at > len(f"{error_type}: {message or ''}") + 1:
+            message = trace[at + len(error_type) + 1 :]
         text = f"{error_type}: {' '.join(str(message or '').split())}".rstrip(": ")
-        root = _root_exception(str(get_field(doc, "error.stack_trace") or ""))
+        root = _root_exception(trace)
         return f"{text} (raised while handling {root})" if root and root not in text else text
     signal = signal_of(doc)
     line = one_line(doc)

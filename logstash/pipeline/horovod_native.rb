@@ -161,7 +161,9 @@ def op_fields(text, size)
       missing.concat(ranks)
     else
       ready.concat(ranks)
-      missing.concat((0...size.to_i).reject { |rank| ranks.include?(rank) }) if size
+      # size unknown: the ranks below the highest ready one that are not ready (a lower bound)
+      upto = size ? size.to_i : ranks.max.to_i
+      missing.concat((0...upto).reject { |rank| ranks.include?(rank) })
     end
   end
   fields = {}
