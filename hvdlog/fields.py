@@ -109,7 +109,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("horovod.stall.ready_ranks", "integer", "horovod", "Ranks that had joined (oldest stall format).", [0]),
     Field("horovod.stall.shutdown_ranks", "integer", "horovod", "Ranks marked `!`: past the shutdown time.", [1]),
     Field("horovod.stall.tensors", "keyword", "horovod", "Tensor names the collective waits on (watchdog: submitted by this rank, not complete).", ["allreduce.loss"]),
-    Field("horovod.stall.unsubmitted_tensors", "keyword", "horovod", "Watchdog: gradients this rank's DistributedOptimizer has not submitted in its current step.", ["allreduce.fc2.bias"]),
+    Field("horovod.stall.unsubmitted_tensors", "keyword", "horovod", "Watchdog: gradients this rank's DistributedOptimizer has not submitted in its current step (rank outside any collective, or mid-step).", ["allreduce.fc2.bias"]),
     Field("horovod.stall.inspection_error", "keyword", "horovod", "Why the watchdog could not read a DistributedOptimizer's pending tensors.", "RuntimeError: ..."),
     Field("horovod.stall.seconds", "double", "horovod", "How long the stall has lasted (or the threshold reported).", 60.0),
     Field("horovod.stall.shutdown", "boolean", "horovod", "Horovod announced it will shut down because of the stall.", False),

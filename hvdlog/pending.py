@@ -64,11 +64,14 @@ class PendingTensors:
 
     waiting: list[str] = field(default_factory=list)
     unsubmitted: list[str] = field(default_factory=list)
+    #: At least one gradient of the current step was submitted: the step is under way.
+    started: bool = False
 
     def extend(self, other: PendingTensors) -> None:
         """Add another optimizer's names (kept once, in order)."""
         self.waiting = list(dict.fromkeys([*self.waiting, *other.waiting]))
         self.unsubmitted = list(dict.fromkeys([*self.unsubmitted, *other.unsubmitted]))
+        self.started = self.started or other.started
 
 
 def horovod_op_name(function: str, name: str) -> str | None:
@@ -227,6 +230,7 @@ def inspect_optimizer(optimizer: Any, poll: Callable[[int], bool] | None = None)
     for param in parameters:
         if id(param) in needed and id(param) not in submitted:
             result.unsubmitted.append(_tensor_name(param, names, groups))
+    result.started = bool(submitted)
     return result
 
 
@@ -246,6 +250,10 @@ def add_pending_tensors(fields: dict[str, Any], frame: FrameType | None) -> None
     """Add the optimizers' waiting tensors to ``horovod.stall.tensors`` and their unsubmitted
     ones as ``horovod.stall.unsubmitted_tensors``; never raises.
 
+    Unsubmitted gradients are told for a rank stuck outside any collective, or mid-step. A
+    rank waiting in another collective between steps (a broadcast, a metric allreduce) has
+    submitted nothing of its *next* step yet: listing every gradient would only mislead.
+
     A failure is counted in :data:`FAILURES` and named in ``horovod.stall.inspection_error``,
     next to whatever the other optimizers still told.
     """
@@ -263,7 +271,7 @@ def add_pending_tensors(fields: dict[str, Any], frame: FrameType | None) -> None
             fields["horovod.stall.inspection_error"] = _note_failure(error)
     if total.waiting:
         fields["horovod.stall.tensors"] = list(dict.fromkeys([*fields.get("horovod.stall.tensors", ()), *total.waiting]))
-    if total.unsubmitted:
+    if total.unsubmitted and (total.started or "horovod.stall.operation" not in fields):
         fields["horovod.stall.unsubmitted_tensors"] = total.unsubmitted
 
 

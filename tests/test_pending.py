@@ -34,13 +34,18 @@ def fixture_states() -> dict[str, Any]:
 class TestRealOptimizer:
     def test_unsubmitted_follows_the_gradient_hooks(self, states: dict[str, Any]) -> None:
         """Before backward every gradient is unsubmitted; after a head-only backward only the body's, in name order."""
-        assert states["fresh"] == {"waiting": [], "unsubmitted": ALL}
-        assert states["head only"] == {"waiting": [], "unsubmitted": BODY}, "completed allreduces are not waited for"
-        assert states["after synchronize"] == {"waiting": [], "unsubmitted": ALL}, "a finished step starts over"
+        assert states["fresh"] == {"waiting": [], "unsubmitted": ALL, "started": False}
+        assert states["head only"] == {"waiting": [], "unsubmitted": BODY, "started": True}, "completed allreduces are not waited for"
+        assert states["after synchronize"] == {"waiting": [], "unsubmitted": ALL, "started": False}, "a finished step starts over"
+
+    def test_unsubmitted_told_in_a_collective_only_mid_step(self, states: dict[str, Any]) -> None:
+        """Waiting in some collective mid-step: the missing gradients count. Between steps: nothing of the next step is 'missing'."""
+        assert states["mid-step, in a collective"]["horovod.stall.unsubmitted_tensors"] == BODY
+        assert states["between steps, in a collective"] == {"horovod.stall.operation": "broadcast_parameters > synchronize"}
 
     def test_handles_cleared_by_synchronize_count_as_complete(self, states: dict[str, Any]) -> None:
         """Polling a handle synchronize() already cleared raises in Horovod; that means done, not a failure."""
-        assert states["cleared handles"] == {"waiting": [], "unsubmitted": BODY}
+        assert states["cleared handles"] == {"waiting": [], "unsubmitted": BODY, "started": True}
 
     def test_found_whether_made_before_or_after_configure(self, states: dict[str, Any]) -> None:
         """Made after: registered by the wrapped factory. Made before: found on the stalled stack, as a local or an attribute."""
@@ -137,3 +142,29 @@ def test_describe_wait_names_a_direct_op_like_horovod() -> None:
     thread.join()
     assert fields["horovod.stall.tensors"] == ["allreduce.metric.loss"]
     assert fields["horovod.stall.operation"] == "allreduce"
+
+
+def _report(rank: int, second: int, **fields: Any) -> dict[str, Any]:
+    return {
+        "@timestamp": f"2026-11-30T10:00:{second:02d}.000Z", "job": "j", "rank": rank, "size": 3, "step": 3,
+        "event.action": "stall", "horovod.stall.source": "watchdog", "horovod.stall.seconds": 2.0,
+        **{f"horovod.stall.{key}": value for key, value in fields.items()},
+    }
+
+
+def test_stalls_blames_only_what_others_wait_for() -> None:
+    """A rank is blamed for the unsubmitted tensors another rank waits for, not for the rest of its list."""
+    from hvdlog.query.stalls import stall_episodes
+
+    docs = [
+        _report(0, 10, operation="_DistributedOptimizer.step > synchronize", tensors=["allreduce.a", "allreduce.b"]),
+        _report(1, 10, unsubmitted_tensors=["allreduce.b", "allreduce.c"]),  # mid-backward: a done, b and c not
+        _report(2, 10, operation="_DistributedOptimizer.step > synchronize", tensors=["allreduce.b"]),
+    ]
+    (episode,) = stall_episodes(docs)
+    assert episode.unsubmitted_tensors == ["allreduce.b"] and episode.unsubmitted_ranks == [1]
+    assert episode.missing_ranks == [1] and episode.waiting_ranks == [0, 2]
+    # The same rank waiting in a collective with its own list of unsubmitted gradients, nobody waiting for them: no blame.
+    quiet = [_report(0, 10, operation="allreduce", tensors=["allreduce.metric"]), _report(1, 10, operation="allreduce", unsubmitted_tensors=["allreduce.a"])]
+    (episode,) = stall_episodes(quiet)
+    assert episode.unsubmitted_tensors == [] and episode.unsubmitted_ranks == []

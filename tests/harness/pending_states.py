@@ -99,6 +99,7 @@ def main() -> int:
     model.head(x).sum().backward()  # only the head's hooks fire
     wait_complete(optimizer)
     out["head only"] = asdict(pending.inspect_optimizer(optimizer))
+    out["mid-step, in a collective"] = in_a_collective()
 
     stale = dict(optimizer._handles)
     optimizer.synchronize()  # takes the results: Horovod clears the handles
@@ -108,6 +109,7 @@ def main() -> int:
     optimizer._handles.clear()
     with optimizer.skip_synchronize():
         optimizer.step()
+    out["between steps, in a collective"] = in_a_collective()
 
     out["stall outside"] = watchdog_report(model, optimizer, x)
     out["race"] = race(model, optimizer, x)
@@ -120,6 +122,13 @@ def main() -> int:
     out["broken"] = {"fields": fields, "failures counted": sum(pending.FAILURES.values()) - failures}
     print(json.dumps(out))
     return 0
+
+
+def in_a_collective() -> dict[str, Any]:
+    """The fields for a rank the stack shows waiting in some Horovod collective."""
+    fields: dict[str, Any] = {"horovod.stall.operation": "broadcast_parameters > synchronize"}
+    pending.add_pending_tensors(fields, None)
+    return fields
 
 
 def watchdog_report(model: Net, optimizer: Any, x: torch.Tensor) -> dict[str, Any]:
