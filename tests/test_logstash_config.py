@@ -92,6 +92,8 @@ class TestOneSourceOfPatterns:
             f"^(?:{time})?{definitions['HOROVOD_GLOO_TAG_ANY']}",
             f"^{definitions['HOROVOD_MPICH_TAG_ANY']}",
             definitions["HVDLOG_ARRIVAL_PREFIX_ANY"],
+            f"^(?:{definitions['HOROVOD_COLLECTOR_PREFIX']})",
+            f"^{definitions['HOROVOD_SRUN_TAG_ANY']}",
         }
 
 

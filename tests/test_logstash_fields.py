@@ -39,7 +39,9 @@ def _written_fields() -> dict[str, str]:
         text = source.read_text(encoding="utf-8")
         removed = _removed(text)
         # the ruby script names fields in strings only (`[event]` there is an array literal)
-        refs = re.findall(r'"((?:\[[@\w.]+\])+)"', text) if source.suffix == ".rb" else FIELD_REF.findall(text)
+        # gsub regexes are not field references (`[FP]` in a character class)
+        conf = re.sub(r'gsub => \["message", "[^"]*"', "", text)
+        refs = re.findall(r'"((?:\[[@\w.]+\])+)"', text) if source.suffix == ".rb" else FIELD_REF.findall(conf)
         for ref in refs:
             name = field_path(ref)
             if not name.startswith("@metadata") and name not in removed:

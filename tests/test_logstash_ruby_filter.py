@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from corpus.cases import Case, cases
+from corpus.cases import cases
+from corpus.realworld import check_documents, real_cases
 from corpus.tools_required import installed, jdk_tool
 from harness.grok import run_logstash
 from harness.native_events import events_of, streams_of
@@ -51,10 +52,16 @@ TAG_STEPS = [
     ("openmpi", "HOROVOD_OPENMPI_LINE", [f"^(?:{_TIME})?{DEFINITIONS['HOROVOD_OPENMPI_TAG_ANY']}", DEFINITIONS["HOROVOD_OPENMPI_TAG_ANY"]]),
     ("gloo", "HOROVOD_GLOO_LINE", [f"^(?:{_TIME})?{DEFINITIONS['HOROVOD_GLOO_TAG_ANY']}"]),
     ("mpich", "HOROVOD_MPICH_LINE", [f"^{DEFINITIONS['HOROVOD_MPICH_TAG_ANY']}"]),
+    ("srun", "HOROVOD_SRUN_LINE", [f"^{DEFINITIONS['HOROVOD_SRUN_TAG_ANY']}"]),
 ]
+COLLECTOR_GSUB = re.compile(f"^(?:{DEFINITIONS['HOROVOD_COLLECTOR_PREFIX']})", re.MULTILINE)
 TAG_OVERWRITE = ("rank", "horovod.launcher.stream")
 CORE_OVERWRITE = ("message", "rank")
 NATIVE_CASES = [case for case in cases() if case.log.parent.name != "horovod.app"]
+REAL_CASES = real_cases()
+#: Real-world cases (tests/corpus/realworld) whose expected documents the Logstash path gives;
+#: raise it when a rule lands in logstash/ (it may only go up).
+REALWORLD_RIGHT_THROUGH_LOGSTASH = 0
 
 
 @pytest.fixture(name="jruby", scope="module")
@@ -94,25 +101,33 @@ def _grok_into(event: dict[str, Any], captures: dict[str, Any], overwrite: tuple
 
 
 class Shipped:
-    """One Filebeat event of a case: its text, the base fields Filebeat gave it, and the
-    documents `hvdlog parse` makes of its lines."""
+    """One Filebeat event: where it comes from, its text, the base fields Filebeat gave it,
+    and the documents `hvdlog parse` makes of its lines."""
 
-    def __init__(self, case: Case, text: str, docs: list[dict[str, Any]]) -> None:
-        self.case = case
+    def __init__(self, source: str, path: str, text: str, docs: list[dict[str, Any]]) -> None:
+        self.source = source  # a corpus case id, or realworld/<case>
         self.text = text
         self.docs = docs
-        path = case.config["path"]
         self.event: dict[str, Any] = {"message": text, "log.file.path": path, **path_fields(path)}
+
+
+def _events_of_file(source: str, path: str, streams: list[list[str]], timezone: str) -> Iterator[Shipped]:
+    for stream in streams:
+        # Logstash has no --size: the job size comes only from the log itself, on both sides.
+        parser = NativeParser(timezone=timezone)
+        for text in events_of(stream):
+            yield Shipped(source, path, text, list(parse_lines(text.split("\n"), path=path, parser=parser)))
 
 
 def _shipped() -> Iterator[Shipped]:
     for case in NATIVE_CASES:
-        for stream in streams_of(case):
-            # Logstash has no --size: the job size comes only from the log itself, on both sides.
-            parser = NativeParser(timezone=case.config.get("timezone", "UTC"))
-            for text in events_of(stream):
-                docs = list(parse_lines(text.split("\n"), path=case.config["path"], parser=parser))
-                yield Shipped(case, text, docs)
+        yield from _events_of_file(case.id, case.config["path"], streams_of(case), case.config.get("timezone", "UTC"))
+
+
+def _shipped_realworld() -> Iterator[Shipped]:
+    for real in REAL_CASES:
+        for relative, path in real.files():
+            yield from _events_of_file(f"realworld/{real.id}", relative, streams_of(path), real.timezone)
 
 
 def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
@@ -129,9 +144,12 @@ def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
             if answer["match"]:
                 _grok_into(item.event, answer["captures"], TAG_OVERWRITE)
                 item.event["horovod.launcher.format"] = launcher
+                break
+        item.event["message"] = COLLECTOR_GSUB.sub("", item.event["message"])
+        for launcher, _, gsubs in TAG_STEPS:
+            if item.event.get("horovod.launcher.format") == launcher:
                 for gsub in gsubs:
                     item.event["message"] = re.sub(gsub, "", item.event["message"], flags=re.MULTILINE)
-                break
     kept = [item for item in shipped if re.search(r"\S", item.event["message"])]
     core = run_logstash([("HOROVOD_CORE_LINE", item.event["message"]) for item in kept], keep_empty=True)
     for item, answer in zip(kept, core, strict=True):
@@ -146,13 +164,16 @@ def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in flatten(doc) if name != "@timestamp" and not name.startswith("@metadata")}
 
 
-@pytest.fixture(name="through_filter", scope="module")
-def fixture_through_filter(jruby: str) -> list[tuple[Shipped, list[dict[str, Any]] | None]]:
-    """Every shipped event of the native corpus and what leaves the ruby filter (None: dropped before it)."""
-    shipped = list(_shipped())
+def _through(jruby: str, shipped: list[Shipped]) -> list[tuple[Shipped, list[dict[str, Any]] | None]]:
     inputs = _before_ruby(shipped)
     outputs = iter(run_filter(jruby, [event for event in inputs if event is not None]))
     return [(item, None if event is None else next(outputs)) for item, event in zip(shipped, inputs, strict=True)]
+
+
+@pytest.fixture(name="through_filter", scope="module")
+def fixture_through_filter(jruby: str) -> list[tuple[Shipped, list[dict[str, Any]] | None]]:
+    """Every shipped event of the native corpus and what leaves the ruby filter (None: dropped before it)."""
+    return _through(jruby, list(_shipped()))
 
 
 class TestSameDocumentsAsHvdlogParse:
@@ -168,7 +189,7 @@ class TestSameDocumentsAsHvdlogParse:
                 continue  # checked by test_joined_lines_are_kept
             ours = [_comparable(event) for event in events]
             if ours != [_comparable(item.docs[0])]:
-                differences.append((item.case.id, item.text[:300], ours, _comparable(item.docs[0])))
+                differences.append((item.source, item.text[:300], ours, _comparable(item.docs[0])))
             compared += 1
             multiline += "\n" in item.text
         assert not differences, f"{len(differences)} differ, first: {differences[:2]}"
@@ -193,6 +214,23 @@ class TestSameDocumentsAsHvdlogParse:
                     assert doc["message"] in event["message"], (item.text, doc["message"])
                 checked += 1
         assert checked >= 1
+
+
+class TestRealWorld:
+    def test_expected_documents_through_logstash(self, jruby: str) -> None:
+        """The real-world cases' expected documents (tests/corpus/realworld), from the Logstash
+        path: Filebeat's events through the conf's groks and the ruby filter."""
+        documents: dict[str, list[dict[str, Any]]] = {}
+        for item, events in _through(jruby, list(_shipped_realworld())):
+            documents.setdefault(item.source, []).extend(events or [])
+        problems = {real.id: check_documents(real.config.get("documents") or [], documents.get(f"realworld/{real.id}", []))
+                    for real in REAL_CASES}
+        right = sorted(case for case, found in problems.items() if not found)
+        print(f"real-world documents through Logstash: {len(right)}/{len(problems)} right")
+        for case, found in problems.items():
+            for problem in found:
+                print(f"  {case}: {problem}")
+        assert len(right) >= REALWORLD_RIGHT_THROUGH_LOGSTASH, {case: found for case, found in problems.items() if found}
 
 
 class TestFilterContract:

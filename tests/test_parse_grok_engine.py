@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 
 from corpus.cases import cases
+from corpus.realworld import real_cases
 from harness.grok import LOGSTASH_MODE, es_classpath, fields_of, run_elasticsearch, run_logstash
 from harness.native_events import events_of, streams_of
 from hvdlog.parse import decode_line
 from hvdlog.parse.arrival import split_arrival
-from hvdlog.parse.launcher import TagSplitter
+from hvdlog.parse.launcher import TagSplitter, strip_tag
 from hvdlog.parse.patterns import PATTERN_FILE, compile_pattern, load_definitions
 
 #: Patterns that are pieces of others (referenced by another pattern): coverage skips them.
@@ -33,7 +34,9 @@ BUILDING_BLOCKS = {
 }
 #: What horovod-native.conf's gsubs remove from every line before the core-line grok.
 LINE_PREFIXES = re.compile(
-    r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z )?(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})?"
+    r"^(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z )?"
+    rf"(?:{load_definitions()['HOROVOD_COLLECTOR_PREFIX']})?"
+    r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} \d{4})?"
     r"(?:\[\d+(?:,\d+)?\]<(?:stdout|stderr|stddiag)>:|\[\d+\] )?",
     re.MULTILINE,
 )
@@ -55,6 +58,17 @@ def _texts() -> dict[str, set[str]]:
             for stream in streams_of(case):
                 for event in events_of(stream):
                     if "\n" in event:  # as shipped, and as the core-line grok sees it
+                        events.update((event, LINE_PREFIXES.sub("", event)))
+    for real in real_cases():  # tests/corpus/realworld (formats of public threads)
+        for relative, path in real.files():
+            paths.add(relative)
+            for line in path.read_bytes().splitlines():
+                text = decode_line(line)
+                raw.add(text)
+                payloads.add(strip_tag(split_arrival(text).payload).payload)
+            for stream in streams_of(path):
+                for event in events_of(stream):
+                    if "\n" in event:
                         events.update((event, LINE_PREFIXES.sub("", event)))
     for payload in payloads:
         fields = core.match(payload)

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
 
-__all__ = ["MESSAGES_FILE", "Message", "load_messages", "recognise"]
+__all__ = ["MESSAGES_FILE", "Message", "load_messages", "recognise", "signal_names"]
 
 #: The table, shipped inside the package; ``HVDLOG_MESSAGES`` points elsewhere.
 MESSAGES_FILE: Final = Path(os.environ.get("HVDLOG_MESSAGES") or Path(__file__).resolve().parent / "assets" / "messages.json")
@@ -84,3 +84,15 @@ def recognise(line: str) -> dict[str, Any] | None:
         if fields is not None:
             return fields
     return None
+
+
+#: The row whose event.reason map names signal numbers (mpirun's `exited on signal N`).
+SIGNAL_ROW: Final = "HOROVOD_MPIRUN_SIGNAL"
+
+
+def signal_names() -> dict[str, str]:
+    """Signal number (as text) -> name, from the table (Hydra's box uses it too)."""
+    for message in load_messages():
+        if message.pattern.name == SIGNAL_ROW:
+            return dict(dict(message.fields)["event.reason"]["map"])
+    raise PatternError(f"{MESSAGES_FILE}: the table has no {SIGNAL_ROW} row with an event.reason map")

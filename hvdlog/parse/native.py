@@ -19,7 +19,7 @@ from typing import Any, Final
 from hvdlog.documents import Document
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse.jsonl import nest
-from hvdlog.parse.messages import recognise
+from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import compile_pattern
 from hvdlog.parse.stalls import StallBlock, is_continuation, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
@@ -45,6 +45,10 @@ _LONE_EXCEPTION: Final = compile_pattern("HOROVOD_LONE_EXCEPTION").regex
 _FRAME: Final = compile_pattern("HOROVOD_TRACEBACK_FRAME").regex
 _EXCEPTION_MORE: Final = compile_pattern("HOROVOD_EXCEPTION_MORE").regex
 _LEGACY_STALL_MARK: Final = "WARNING: One or more tensors"
+_HYDRA_RANK: Final = compile_pattern("HOROVOD_HYDRA_RANK")
+_HYDRA_END: Final = compile_pattern("HOROVOD_HYDRA_END")
+#: signal numbers -> names: the message table's, for mpirun's `exited on signal N` (one source)
+_SIGNALS: Final = signal_names()
 _TERMINATE: Final = compile_pattern("HOROVOD_TERMINATE")
 _WHAT: Final = compile_pattern("HOROVOD_TERMINATE_WHAT")
 _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
@@ -182,6 +186,15 @@ class NativeParser:
                 stream.kind = "call_stack" if line.startswith("Function call stack:") else "after_exception"
                 return True
             return False
+        if kind == "hydra":
+            end = _HYDRA_END.match(line)
+            if end is not None:
+                stream.lines.append(line)
+                number = end.pop("@metadata.hvd.signal_number", None)
+                stream.fields.update(end)
+                if str(number) in _SIGNALS:
+                    stream.fields["event.reason"] = _SIGNALS[str(number)]
+            return end is not None
         if kind == "terminate":
             what = _WHAT.match(line)
             if what is not None:
@@ -205,7 +218,9 @@ class NativeParser:
         else:
             fields["message"] = "\n".join(stream.lines)
             fields["event.dataset"] = LAUNCHER_DATASET
-            if kind == "terminate":
+            if kind == "hydra":  # Hydra's box: a rank ended by a signal or an exit code
+                fields["log.level"] = "error"
+            elif kind == "terminate":
                 fields["log.level"] = "critical"
             else:
                 fields["log.level"] = "error"
@@ -247,6 +262,11 @@ class NativeParser:
                 return None
         if not line.strip():
             return None
+        if line.startswith("=   RANK "):
+            hydra = _HYDRA_RANK.match(line)
+            if hydra is not None:
+                stream.kind, stream.lines, stream.fields, stream.started = "hydra", [line], hydra, stream.last_time
+                return None
         if _FRAME.match(line):  # a traceback whose header was lost (scrollback, interleaving)
             stream.kind, stream.lines, stream.started = "traceback", [line], stream.last_time
             return None

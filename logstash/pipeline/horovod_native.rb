@@ -21,6 +21,7 @@ require "thread"
 
 REFERENCE = /%\{(\w+)(?::([^:}]+))?(?::(int|float))?\}/
 # Horovod's level letters (hvdlog/fields.py HOROVOD_LEVEL_LETTERS; a test checks they agree).
+LEGACY_STALL_MARK = "WARNING: One or more tensors"
 LEVELS = { "T" => "trace", "D" => "debug", "I" => "info", "W" => "warning", "E" => "error", "F" => "critical" }.freeze
 
 def register(params)
@@ -35,6 +36,9 @@ def register(params)
   @op = compile("HOROVOD_STALL_OP")
   @traceback = compile("HOROVOD_TRACEBACK_START")
   @exception = compile("HOROVOD_EXCEPTION_LINE")
+  @chain = compile("HOROVOD_TRACEBACK_CHAIN")
+  @frame = compile("HOROVOD_TRACEBACK_FRAME")
+  @lone_exception = compile("HOROVOD_LONE_EXCEPTION")
   @terminate = compile("HOROVOD_TERMINATE")
   @what = compile("HOROVOD_TERMINATE_WHAT")
   @chatter = compile("HOROVOD_CHATTER")
@@ -42,8 +46,12 @@ def register(params)
   @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
     compiled = compile(row.fetch("pattern"))
     raise ArgumentError, "#{row["pattern"]} must be anchored with \\A" unless compiled.regex.source.start_with?("\\A", "^")
-    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {})].freeze
+    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {}), row["pattern"]].freeze
   end.freeze
+  # signal number -> name: the map of mpirun's row (Hydra's box uses it too)
+  @signal_names = @messages.find { |row| row[3] == "HOROVOD_MPIRUN_SIGNAL" }[2].fetch("event.reason").fetch("map")
+  @hydra_rank = compile("HOROVOD_HYDRA_RANK")
+  @hydra_end = compile("HOROVOD_HYDRA_END")
   setting = params.fetch("chatter", "keep").to_s
   @chatter_every = case setting
                    when "keep" then nil
@@ -83,13 +91,28 @@ def filter(event)
   event.set("[event][dataset]", "horovod.launcher")
   event.set("[log][level]", "info")
   first = lines.first.to_s
-  legacy = captures(@legacy, first)
+  # <= v0.16's bare `WARNING: ` header, also after a space or glued to progress output
+  mark = first.index(LEGACY_STALL_MARK)
+  legacy = mark && captures(@legacy, first[mark..])
   if legacy && (seconds = captures(@stall_header, legacy["message"]))
-    stall(event, [legacy["message"]] + lines[1..], seconds["[horovod][stall][seconds]"], event.get("[size]"))
+    stall(event, lines, seconds["[horovod][stall][seconds]"], event.get("[size]"))
     event.set("[log][level]", "warning")
     event.set("[event][dataset]", "horovod.core")
-  elsif match(@traceback, first)
+  elsif match(@traceback, first) || match(@frame, first) || match(@lone_exception, first)
+    # a traceback, one whose header was lost (frames first), or an exception line alone
     traceback(event, lines)
+  elsif (found = captures(@hydra_rank, first))
+    # MPICH/Intel MPI's box: `=   RANK N PID P RUNNING AT host` then how it ended
+    found.each { |field, value| event.set(field, value) }
+    ending = lines[1] && captures(@hydra_end, lines[1])
+    if ending
+      number = ending.delete("[@metadata][hvd][signal_number]")
+      ending.each { |field, value| event.set(field, value) }
+      event.set("[event][reason]", @signal_names[number.to_s]) if @signal_names.key?(number.to_s)
+    end
+    event.set("[message]", lines.join("\n"))
+    event.set("[error][stack_trace]", lines.join("\n"))
+    event.set("[log][level]", "error")
   elsif (found = captures(@terminate, first))
     event.set("[message]", lines.join("\n"))
     event.set("[error][type]", found["[error][type]"])
@@ -173,14 +196,35 @@ def op_fields(text, size)
   fields
 end
 
+# The exception line of a (possibly chained, possibly headless) traceback, read like
+# hvdlog/parse/native.py: after the header and frames, the first other line is the
+# exception; what follows continues its message, until a chain notice and a new traceback.
+def exception_line(lines)
+  state = :frames
+  found = nil
+  lines.each do |line|
+    case state
+    when :frames
+      next if line.strip.empty? || line.start_with?(" ", "\t") || match(@traceback, line)
+      found = line
+      state = :message
+    when :message
+      state = :chain if match(@chain, line)
+    when :chain
+      state = :frames if match(@traceback, line)
+    end
+  end
+  found
+end
+
 def traceback(event, lines)
   text = lines.join("\n")
-  last = lines.reverse.find { |line| !line.strip.empty? && !line.start_with?(" ", "\t") }
-  found = captures(@exception, last.to_s)
+  last = exception_line(lines)
+  found = last && captures(@exception, last)
   if found
     found.each { |field, value| event.set(field, value) }
-  else
-    event.set("[error][message]", last.to_s)
+  elsif last
+    event.set("[error][message]", last)
   end
   event.set("[message]", text)
   event.set("[error][stack_trace]", text)
@@ -195,7 +239,7 @@ end
 
 # Field references => values for the first table row `line` matches, or nil.
 def recognise(line)
-  @messages.each do |compiled, dataset, specs|
+  @messages.each do |compiled, dataset, specs, _name|
     found = captures(compiled, line)
     next if found.nil?
     fields = found.reject { |field, _| field.start_with?("[@metadata]") }

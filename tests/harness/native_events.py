@@ -22,15 +22,18 @@ NATIVE_PARSERS: Final = multiline_parsers(
     next(i for i in yaml.safe_load(_FILEBEAT_YML.read_text())["filebeat.inputs"] if i["id"] == "hvdlog-native")
 )
 _TAG: Final = re.compile(
-    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
-    r"(?P<tag>\[\d+(?:,\d+)?\]<std(?:out|err|diag)>:|\[\d+\] )?"
+    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?"
+    r"(?:\[pod/[^\]\s]+\] |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z (?:(?:stdout|stderr) [FP] )?|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \S+ -- )*"
+    r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
+    r"(?P<tag>\[\d+(?:,\d+)?\]<std(?:out|err|diag)>:|\[\d+\] |\d+: (?!\[(?!\d{4}-|[TDIWEF] )))?"
 )
 
 
-def streams_of(case: Case) -> list[list[str]]:
-    """The case's lines grouped by launcher tag (one group when untagged), in order."""
+def streams_of(case: Case | Path) -> list[list[str]]:
+    """A case's (or a file's) lines grouped by launcher tag (one group when untagged), in order."""
     groups: dict[str, list[str]] = {}
-    for raw in case.lines():
+    raws = case.read_bytes().splitlines() if isinstance(case, Path) else case.lines()
+    for raw in raws:
         line = decode_line(raw)
         found = _TAG.match(line)
         groups.setdefault(found["tag"] or "" if found else "", []).append(line)
