@@ -18,16 +18,12 @@ from corpus.realworld import ASPECTS, RealCase, check, cli_answers, library_answ
 CASES = real_cases()
 _LIBRARY = ("documents", "first_failure", "stalls")
 
-_THREAD_DUMP = ("faulthandler's thread dump after 'Fatal Python error:' ('  File \"...\", line N in f', no exception line) "
-                "comes out as an error document of its own (parsing side)")
 #: Known wrong answers, each caused on the parsing side (hvdlog/parse, owner: the parse branch).
 #: Strict: once fixed, the test reports XPASS and fails until the entry is removed.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     ("nccl-unhandled-cuda-all-ranks", "first_failure"): (
         "hvdlog parse emits the tracebacks still open at the end of the input by stream, not in the order they "
         "began: untimed, rank 0's comes out before rank 1's, which was printed first (parsing side)"),
-    ("gloo-rendezvous-timeout-abort", "grep_error"): _THREAD_DUMP,
-    ("layout-segfault-sigterm", "grep_error"): _THREAD_DUMP,
     ("openmpi-tree-headless-rotated", "grep_rank"): (
         "a headless traceback that starts with a frame's source line (the cut fell between 'File ...' and its code "
         "line) is split into two documents (parsing side)"),

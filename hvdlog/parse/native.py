@@ -74,7 +74,7 @@ def parse_chatter(value: str | int) -> Chatter:
 class _Stream:
     """What one (rank, stream, file) has open: a multi-line event and its last time."""
 
-    __slots__ = ("base", "kind", "lines", "stall", "fields", "last_time", "started", "pending", "chatter_seen")
+    __slots__ = ("base", "kind", "lines", "stall", "fields", "last_time", "started", "pending", "chatter_seen", "message_from")
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
@@ -86,6 +86,7 @@ class _Stream:
         self.started: str | None = None  # last_time when the open event began
         self.pending: list[str] = []
         self.chatter_seen = 0
+        self.message_from = 0  # index in lines after the exception line: its message goes on there
 
 
 class NativeParser:
@@ -163,6 +164,7 @@ class NativeParser:
             exception = _EXCEPTION.match(line)
             stream.fields = exception or {"error.message": line}
             stream.kind = "after_exception"
+            stream.message_from = len(stream.lines)
             return True
         if kind in ("after_exception", "chain", "call_stack"):
             if not line.strip():
@@ -225,6 +227,9 @@ class NativeParser:
             else:
                 fields["log.level"] = "error"
                 fields["error.stack_trace"] = fields["message"]
+                more = stream.lines[stream.message_from:] if kind in ("after_exception", "call_stack", "chain") else []
+                if more and "error.message" in fields:  # TF & co.: the message goes on after the line
+                    fields["error.message"] = "\n".join([fields["error.message"], *more])
         doc = self._document(stream, fields, stream.started)
         stream.kind = None
         stream.stall = None
@@ -273,6 +278,7 @@ class NativeParser:
         if _LONE_EXCEPTION.match(line):  # an exception line alone: its frames were lost
             stream.kind, stream.lines, stream.started = "after_exception", [line], stream.last_time
             stream.fields = _EXCEPTION.match(line) or {"error.message": line}
+            stream.message_from = 1
             return None
         known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
         if known is not None:

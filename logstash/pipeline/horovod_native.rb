@@ -39,6 +39,7 @@ def register(params)
   @chain = compile("HOROVOD_TRACEBACK_CHAIN")
   @frame = compile("HOROVOD_TRACEBACK_FRAME")
   @lone_exception = compile("HOROVOD_LONE_EXCEPTION")
+  @exception_more = compile("HOROVOD_EXCEPTION_MORE")
   @terminate = compile("HOROVOD_TERMINATE")
   @what = compile("HOROVOD_TERMINATE_WHAT")
   @chatter = compile("HOROVOD_CHATTER")
@@ -67,6 +68,106 @@ def filter(event)
   block = event.get("[@metadata][hvd][block]").to_s
   lines = block.split("\n", -1)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
+  first_state = nil
+  if event.get("[@metadata][hvd][level]")
+    first_state = captures(@stall_header, event.get("message").to_s) ? :stall : :single
+  end
+  pieces = segments(lines, first_state)
+  return process(event, pieces.first || lines) if pieces.length <= 1
+  # Filebeat joined lines that hvdlog parse reads as several documents (a headless traceback
+  # after a print, a stall header after a space, lines after a plain core line): one event each.
+  pieces.each_with_index.flat_map do |piece_lines, index|
+    next process(event, piece_lines) if index.zero? && first_state
+    piece = event.clone
+    PER_EVENT_FIELDS.each { |field| piece.remove(field) }
+    piece.set("[message]", piece_lines.join("\n"))
+    process(piece, piece_lines)
+  end
+end
+
+# --- where hvdlog parse (hvdlog/parse/native.py) starts a new document ------------------
+
+# Fields of the first line's grok that a later document of the same block must not inherit.
+PER_EVENT_FIELDS = %w[[@metadata][hvd][level] [@metadata][hvd][time] [log][origin]].freeze
+# States in which blank lines may be inside the document (a traceback's).
+HOLDS_BLANKS = %i[traceback exception call_stack chain].freeze
+
+# What a line opens when it starts a document.
+def opening(line)
+  mark = line.index(LEGACY_STALL_MARK)
+  legacy = mark && captures(@legacy, line[mark..])
+  return :stall if legacy && captures(@stall_header, legacy["message"])
+  return :traceback if match(@traceback, line) || match(@frame, line)
+  return :exception if match(@lone_exception, line)
+  return :terminate if match(@terminate, line)
+  return :hydra if match(@hydra_rank, line)
+  :single
+end
+
+def stall_line?(line)
+  match(@ranks_title, line) || match(@rank, line) || match(@shutdown, line) || match(@ops_title, line) ||
+    match(@ops_line, line.lstrip)
+end
+
+# [whether `line` continues a document in `state`, the state after it]
+def continues(state, line, previous, blank_before)
+  case state
+  when :stall then [stall_line?(line), :stall]
+  when :terminate then [match(@what, line), :terminate]
+  when :hydra then [match(@hydra_end, line), :single]
+  when :traceback then [true, line.start_with?(" ", "\t") ? :traceback : :exception]
+  when :chain then [match(@traceback, line), :traceback]
+  when :exception, :call_stack
+    return [true, :chain] if match(@chain, line)
+    return [true, :call_stack] if state == :call_stack && !blank_before && line.match?(/\A[A-Za-z_]\w*\z/)
+    if line.start_with?(" ", "\t") || match(@exception_more, line) || (previous.start_with?("Node: ") && !blank_before)
+      return [true, line.start_with?("Function call stack:") ? :call_stack : :exception]
+    end
+    [false, nil]
+  else [false, nil]
+  end
+end
+
+# The block's lines cut into the documents hvdlog parse makes of them; blank lines between
+# documents are dropped, as hvdlog parse drops them.
+def segments(lines, first_state)
+  result = []
+  current = nil
+  state = nil
+  blanks = []
+  lines.each_with_index do |line, index|
+    if index.zero? && first_state
+      current = [line]
+      result << current
+      state = first_state
+      next
+    end
+    if line.strip.empty?
+      if current && HOLDS_BLANKS.include?(state)
+        blanks << line
+      else
+        current = nil
+      end
+      next
+    end
+    if current
+      ok, following = continues(state, line, current.last, !blanks.empty?)
+      if ok
+        current.concat(blanks) << line
+        state = following
+        blanks = []
+        next
+      end
+    end
+    blanks = []
+    current = [line]
+    result << current
+    state = opening(line)
+  end
+  result
+end
+
+def process(event, lines)
   letter = event.get("[@metadata][hvd][level]")
   if letter
     event.set("[log][level]", LEVELS.fetch(letter))
@@ -202,11 +303,11 @@ end
 def exception_line(lines)
   state = :frames
   found = nil
-  lines.each do |line|
+  lines.each_with_index do |line, index|
     case state
     when :frames
       next if line.strip.empty? || line.start_with?(" ", "\t") || match(@traceback, line)
-      found = line
+      found = index
       state = :message
     when :message
       state = :chain if match(@chain, line)
@@ -219,12 +320,18 @@ end
 
 def traceback(event, lines)
   text = lines.join("\n")
-  last = exception_line(lines)
+  at = exception_line(lines)
+  last = at && lines[at]
   found = last && captures(@exception, last)
   if found
     found.each { |field, value| event.set(field, value) }
   elsif last
     event.set("[error][message]", last)
+  end
+  # TF & co.: the exception's message goes on after its line
+  more = at ? lines[(at + 1)..] : []
+  if !more.empty? && event.get("[error][message]")
+    event.set("[error][message]", ([event.get("[error][message]")] + more).join("\n"))
   end
   event.set("[message]", text)
   event.set("[error][stack_trace]", text)

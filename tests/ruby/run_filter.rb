@@ -11,7 +11,7 @@
 #   on the same context at the same time, as Logstash's workers do.
 #
 # The Event below is the part of LogStash::Event the script may use (get/set with
-# [field][refs], tag, cancel/cancelled?, to_hash); get returns a copy, as Logstash's does
+# [field][refs], remove, clone, tag, cancel/cancelled?, to_hash); get returns a copy, as Logstash's does
 # (the Java event converts values on the way out).
 #
 # Usage: jruby run_filter.rb SCRIPT PARAMS_JSON [--workers N] < events.ndjson > results.ndjson
@@ -51,6 +51,11 @@ class Event
   def tag(value)
     tags = (@data["tags"] ||= [])
     tags << value unless tags.include?(value)
+  end
+
+  # A deep copy, as LogStash::Event#clone makes (a new event for the same pipeline).
+  def clone
+    Event.new(Marshal.load(Marshal.dump(@data)))
   end
 
   def cancel
