@@ -26,6 +26,7 @@ from hvdlog._logger import LEVEL_NUMBERS, make_bound_logger_class
 from hvdlog.capture import NativeCapture
 from hvdlog.fields import LEVELS
 from hvdlog.hooks import Hooks
+from hvdlog.pending import track_distributed_optimizers
 from hvdlog.renderer import EcsJsonRenderer
 from hvdlog.secrets import Redactor, secret_values
 from hvdlog.watchdog import StallWatchdog
@@ -217,9 +218,10 @@ def configure(
         config.hooks = Hooks(config.emit, max(LEVEL_NUMBERS[level], logging.DEBUG))
         config.hooks.install()
     _patch_horovod_init()
+    track_distributed_optimizers()
     if stall_after is not None:
         config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
-        config.watchdog.on_tick = refresh_rank
+        config.watchdog.on_tick = _watchdog_tick
         try:
             config.watchdog.start()
         except RuntimeError as exc:  # "can't start new thread": train without the watchdog
@@ -244,6 +246,13 @@ def refresh_rank() -> None:
     fields = info.as_fields()
     if any(config.static.get(key) != value for key, value in fields.items()):
         config.static.update(fields)
+
+
+def _watchdog_tick() -> None:
+    """Every watchdog tick: rank fields stay true, and optimizers made after a late
+    ``import horovod.torch`` are still registered for naming stalled tensors."""
+    track_distributed_optimizers()
+    refresh_rank()
 
 
 def _patch_horovod_init() -> None:

@@ -6,6 +6,7 @@ import click
 
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer, format_time
+from hvdlog.pending import summarize
 from hvdlog.query.spec import format_ranks
 from hvdlog.query.stalls import find_stalls
 
@@ -18,6 +19,8 @@ __all__ = ["stalls"]
 @source_options
 def stalls(run: Run, merge_gap: float, **_: object) -> None:
     """List stall episodes: start, duration, missing ranks, tensors, and whether the job shut down.
+
+    Under a DistributedOptimizer, also the tensors the waiting ranks need that a rank never submitted.
 
     Exit 0 when there was at least one stall, 1 when none, 2 on an error.
     """
@@ -36,10 +39,13 @@ def stalls(run: Run, merge_gap: float, **_: object) -> None:
             f"{format_time(episode.start)}  job {episode.job}  {duration}  "
             f"missing ranks {missing:<6} {end:<10} {episode.source}"
         )
-        details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), ", ".join(episode.tensors)]
+        details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), summarize(episode.tensors, 6)]
         if episode.start is None:
             details.append(f"{episode.reports} report(s)")
         if episode.waiting_ranks:
             details.append(f"waiting ranks {format_ranks(episode.waiting_ranks)}")
+        if episode.unsubmitted_tensors:
+            ranks = format_ranks(episode.unsubmitted_ranks)
+            details.append(f"never submitted by rank {ranks}: {summarize(episode.unsubmitted_tensors, 6)}")
         printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")
     run.exit(bool(episodes))

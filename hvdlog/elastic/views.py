@@ -158,7 +158,8 @@ SEARCHES: Final = (
         "stall-warnings",
         "Stall warnings",
         "Stalls reported by Horovod's stall inspector (with the missing ranks) and by hvdlog's watchdog in each rank"
-        " (which also works under Gloo, where Horovod 0.28.1 reports none). Resolved notices are left out.",
+        " (which also works under Gloo, where Horovod 0.28.1 reports none; under a DistributedOptimizer it names the"
+        " tensors each rank waits for and those it has not submitted). Resolved notices are left out.",
         "_exists_:horovod.stall.source AND NOT event.action:stall_resolved",
         (
             "rank",
@@ -168,6 +169,7 @@ SEARCHES: Final = (
             "horovod.stall.seconds",
             "horovod.stall.operation",
             "horovod.stall.tensors",
+            "horovod.stall.unsubmitted_tensors",
             "message",
         ),
     ),

@@ -4,7 +4,9 @@ Both report a stall repeatedly while it lasts; an *episode* is one stretch of su
 Inspector warnings (rank 0 only) name the missing ranks and tensors directly. Watchdog
 events come from every rank that stopped making progress: a rank waiting inside a Horovod
 collective is a victim, a rank stuck outside any collective is the culprit, and ranks of
-the job that never reported while others waited are missing too. An episode ends with a
+the job that never reported while others waited are missing too. Under a DistributedOptimizer
+the watchdog also names the tensors each rank waits for and those it has not submitted: a
+rank that has not submitted a tensor another rank waits for is missing. An episode ends with a
 ``stall_resolved`` from every stalled rank, or — if it never resolves — in shutdown when
 the job then fails (an error, a signal, or Horovod's own "Will shutdown").
 """
@@ -43,6 +45,8 @@ class StallEpisode:
     missing_ranks: list[int] = field(default_factory=list)
     waiting_ranks: list[int] = field(default_factory=list)
     tensors: list[str] = field(default_factory=list)
+    unsubmitted_tensors: list[str] = field(default_factory=list)
+    unsubmitted_ranks: list[int] = field(default_factory=list)
     operations: list[str] = field(default_factory=list)
     step: int | None = None
     reports: int = 0
@@ -53,6 +57,8 @@ class StallEpisode:
     _stalled: set[int] = field(default_factory=set)
     _stalled_steps: dict[int, int] = field(default_factory=dict)
     _culprits: set[int] = field(default_factory=set)
+    _waits: dict[int, set[str]] = field(default_factory=dict)
+    _unsubmitted: dict[int, dict[str, None]] = field(default_factory=dict)
     _size: int | None = None
     #: Reports without a time (Horovod before 0.16, HOROVOD_LOG_HIDE_TIME): placed by position.
     _untimed: bool = False
@@ -105,6 +111,8 @@ def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
         step = doc.get("step")
         episode._stalled_steps[rank] = step if isinstance(step, int) else -1
     episode._stalled.add(rank)
+    episode._waits.setdefault(rank, set()).update(get_field(doc, "horovod.stall.tensors") or ())
+    episode._unsubmitted.setdefault(rank, {}).update(dict.fromkeys(get_field(doc, "horovod.stall.unsubmitted_tensors") or ()))
     if operation := get_field(doc, "horovod.stall.operation"):
         if rank not in episode.waiting_ranks:
             episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
@@ -114,12 +122,25 @@ def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
         episode._culprits.add(rank)
 
 
+def _blame_unsubmitted(episode: StallEpisode) -> set[int]:
+    """Ranks that never submitted a tensor another rank waits for; fills ``unsubmitted_*``."""
+    blamed: dict[str, None] = {}
+    for rank, unsubmitted in episode._unsubmitted.items():
+        needed = set().union(*(waits for other, waits in episode._waits.items() if other != rank))
+        if names := [name for name in unsubmitted if name in needed]:
+            episode.unsubmitted_ranks.append(rank)
+            blamed.update(dict.fromkeys(names))
+    episode.unsubmitted_tensors = list(blamed)
+    episode.unsubmitted_ranks.sort()
+    return set(episode.unsubmitted_ranks)
+
+
 def _finish(episode: StallEpisode, failures: list[tuple[int, Document]], failed_at: list[int]) -> StallEpisode:
     if episode._untimed:  # no times: a failure later in the stream ends it in shutdown
         episode.shutdown = episode.shutdown or any(index > episode._last_index for index in failed_at)
         return episode
     if episode.source == "watchdog":
-        missing = set(episode._culprits) - set(episode.waiting_ranks)
+        missing = (set(episode._culprits) - set(episode.waiting_ranks)) | _blame_unsubmitted(episode)
         if episode._size and episode.waiting_ranks:
             reporting = set(episode.waiting_ranks) | episode._culprits
             missing |= set(range(episode._size)) - reporting
