@@ -25,6 +25,7 @@ lines included, and answers ``flushed``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.util
 import json
@@ -34,14 +35,21 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the checker only: at run time these are loaded by path (see _load)
+    from hvdlog.secrets import Redactor
+    from hvdlog.writer import RankFileWriter
 
 HOROVOD_HEADER = re.compile(rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.")  # Horovod's core header: has its own time
 MAX_LINE = 1 << 20  # a "line" longer than this without a newline is written in pieces
 READ_SIZE = 65536
 
 
-def _load(name: str):  # noqa: ANN202 - a module loaded by path
+def _load(name: str) -> ModuleType:
     """Load a stdlib-only sibling file as a private module (no package import)."""
     spec = importlib.util.spec_from_file_location(f"_hvdlog_tee_{name}", Path(__file__).with_name(f"{name}.py"))
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -60,7 +68,7 @@ def arrival_prefix(seconds: float) -> bytes:
 class Stream:
     """One captured stream: pipe in, console and file out."""
 
-    def __init__(self, name: str, pipe: int, console: int, writer, redactor, status) -> None:  # noqa: ANN001
+    def __init__(self, name: str, pipe: int, console: int, writer: RankFileWriter, redactor: Redactor | None, status: Callable[[bytes], None]) -> None:
         self.name, self.pipe, self.console = name, pipe, console
         self.writer, self.redactor, self.status = writer, redactor, status
         self.pending = b""  # may still be the start of a secret
@@ -113,6 +121,10 @@ class Stream:
     def _write(self, lines: list[bytes]) -> None:
         self.writer.last_resumed = None
         self.writer.write_lines(lines)
+        self._report_resumed()
+
+    def _report_resumed(self) -> None:
+        """Tell the rank how many lines an episode of drops that this write ended lost."""
         if self.writer.last_resumed is not None:
             count, reason = self.writer.last_resumed
             self.status(f"dropped {self.name} {count} {reason}\n".encode())
@@ -130,7 +142,7 @@ class Stream:
                 self.console = -1
 
 
-def main(spec: dict) -> int:
+def main(spec: dict[str, Any]) -> int:
     """Tee until EOF on both pipes."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
@@ -139,10 +151,8 @@ def main(spec: dict) -> int:
     status_fd = spec["status_fd"]
 
     def status(message: bytes) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.write(status_fd, message)
-        except OSError:
-            pass
 
     streams: dict[int, Stream] = {}
     for name, console in (("stdout", 1), ("stderr", 2)):

@@ -23,6 +23,7 @@ hold the pipes: the tee keeps serving them in the background and exits at EOF.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -94,18 +95,14 @@ class NativeCapture:
             os.dup2(write_end, fd)
             os.close(write_end)
         self._await_ready()
-        try:
+        with contextlib.suppress(RuntimeError):  # no thread to spare: capture still works, only without restarts and drop reports
             threading.Thread(target=self._monitor, args=(self.process, self._status), name="hvdlog-capture-monitor", daemon=True).start()
-        except RuntimeError:
-            pass  # no thread to spare: capture still works, only without restarts and drop reports
         # Python's own prints should reach the file line by line, not at exit.
         for stream in (sys.stdout, sys.stderr):
             reconfigure = getattr(stream, "reconfigure", None)
             if reconfigure is not None:
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     reconfigure(line_buffering=True)
-                except (OSError, ValueError):
-                    pass
 
     def _spawn(self) -> None:
         """Start a tee on the existing pipes, with fresh control and status pipes."""
@@ -171,9 +168,10 @@ class NativeCapture:
             with self._lock:
                 if self._stopping or code == 0:
                     return
-                process, status = self._restart(code)
-                if process is None:
+                restarted, status = self._restart(code)
+                if restarted is None:
                     return
+                process = restarted
 
     def _on_status(self, words: list[str]) -> None:
         if words[:1] == ["flushed"]:
@@ -217,7 +215,8 @@ class NativeCapture:
                 self._report("warning", f"the capture process died ({how}); started a new one", {"event.action": "capture_restarted", "event.reason": how})
                 assert self.process is not None
                 return self.process, self._status
-        self._report("error", f"the capture process died ({how}); native output goes to the console only from now on", {"event.action": "capture_stopped", "event.reason": how})
+        stopped = {"event.action": "capture_stopped", "event.reason": how}
+        self._report("error", f"the capture process died ({how}); native output goes to the console only from now on", stopped)
         self._release()
         return None, -1
 
@@ -242,7 +241,7 @@ class NativeCapture:
                 emit(level, message, fields)
             else:
                 os.write(self.console_fds.get(2, 2), f"hvdlog: {message}\n".encode())
-        except Exception:  # noqa: BLE001 - a report must never break the rank
+        except Exception:  # noqa: BLE001, S110 - a report must never break the rank, and has nowhere left to go
             pass
 
     def stop(self, timeout: float = 0.8) -> None:
@@ -281,15 +280,11 @@ class NativeCapture:
 
 
 def _flush(stream: Any) -> None:
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         stream.flush()
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def _close(fd: int) -> None:
     if fd >= 0:
-        try:
+        with contextlib.suppress(OSError):
             os.close(fd)
-        except OSError:
-            pass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from hvdlog.fields import DATASETS, ECS_VERSION, FIELDS, LEVELS
 
@@ -17,7 +18,7 @@ __all__ = ["render", "sample_events"]
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 
 
-def sample_events(corpus: Path = CORPUS) -> dict[str, dict]:
+def sample_events(corpus: Path = CORPUS) -> dict[str, dict[str, Any]]:
     """The first document of the first golden file of each dataset (sorted by file name)."""
     samples = {}
     for dataset in DATASETS:

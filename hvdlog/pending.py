@@ -34,9 +34,9 @@ from typing import Any, Final
 __all__ = [
     "FAILURES",
     "PendingTensors",
+    "add_pending_tensors",
     "find_optimizers",
     "horovod_op_name",
-    "add_pending_tensors",
     "inspect_optimizer",
     "summarize",
     "track_distributed_optimizers",
@@ -120,8 +120,8 @@ def track_distributed_optimizers() -> None:
         # horovod.torch.optimizer.DistributedOptimizer` stays true.
         wrapped = _registering(unwrapped[0].DistributedOptimizer)
         for module in unwrapped:
-            if module.DistributedOptimizer is wrapped.__wrapped__:  # type: ignore[attr-defined]
-                module.DistributedOptimizer = wrapped
+            if module.DistributedOptimizer is wrapped.__wrapped__:  # type: ignore[attr-defined]  # functools.wraps sets __wrapped__
+                module.DistributedOptimizer = wrapped  # type: ignore[attr-defined]  # a module takes any attribute; ModuleType's stub has no __setattr__
     except Exception as error:  # noqa: BLE001 - a half-imported horovod must not stop the watchdog
         _note_failure(error)
 

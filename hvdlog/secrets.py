@@ -34,8 +34,10 @@ NOT_SECRET_NAME = re.compile(r"_(PATH|FILE|SOCK|TYPE|DIR)$", re.IGNORECASE)
 # Short or ubiquitous values would redact half of every line ("1", "true", "message").
 MIN_LENGTH = 8
 COMMON_WORDS = frozenset(
-    "true false none null default message password username localhost training horovod enabled disabled "
-    "unknown undefined required optional /bin/bash /bin/sh changeme".split()
+    [
+        "true", "false", "none", "null", "default", "message", "password", "username", "localhost", "training",
+        "horovod", "enabled", "disabled", "unknown", "undefined", "required", "optional", "/bin/bash", "/bin/sh", "changeme",
+    ]
 )
 
 
@@ -114,7 +116,11 @@ class Redactor:
         # line holding a longer spelling holds the shorter one too); the plain spellings always,
         # the URL/base64 ones only when the line has a run they could be part of.
         minimal = [n for n in self.needles if not any(other != n and other in n for other in self.needles)]
-        plain = {n for secret in secrets for n in (secret.encode("utf-8", "surrogateescape"), json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"))}
+        plain = {
+            n
+            for secret in secrets
+            for n in (secret.encode("utf-8", "surrogateescape"), json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"))
+        }
         self._plain = [n for n in minimal if n in plain]
         encoded = [n for n in minimal if n not in plain]
         self._encoded = re.compile(b"|".join(re.escape(n) for n in encoded)) if encoded else None

@@ -18,6 +18,7 @@ collective: that is the culprit; ranks waiting in a collective are its victims.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -127,10 +128,8 @@ class StallWatchdog(threading.Thread):
         """Count the failure; say it once on stderr."""
         self.failures += 1
         if self.failures == 1:
-            try:
+            with contextlib.suppress(OSError):
                 os.write(2, f"hvdlog: stall watchdog: {type(exc).__name__}: {exc} (still watching)\n".encode("utf-8", "replace"))
-            except OSError:
-                pass
 
     def _check_resolved(self, stall_started_at: float | None) -> float | None:
         """Report the end of a stall once progress moved past its start; None when resolved."""
@@ -140,7 +139,7 @@ class StallWatchdog(threading.Thread):
         return stall_started_at
 
     def _report_stall(self, idle: float) -> None:
-        frame = sys._current_frames().get(progress_state.thread_id)  # noqa: SLF001 - the only way to see a blocked thread
+        frame = sys._current_frames().get(progress_state.thread_id)  # the only way to see a blocked thread
         fields: dict[str, Any] = {
             "event.action": "stall",
             "horovod.stall.source": "watchdog",

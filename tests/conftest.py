@@ -46,7 +46,7 @@ def fixture_es_url(es_server: ElasticsearchServer) -> str:
 
 
 @pytest.fixture(name="es")
-def fixture_es(es_url: str):  # noqa: ANN201 - the client type is imported lazily
+def fixture_es(es_url: str):
     """An official elasticsearch-py 8.x client bound to the session's server."""
     from elasticsearch import Elasticsearch
 

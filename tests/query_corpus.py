@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 #: Job ids, unique per test process: other tests may write to the same Elasticsearch data streams.
 _RUN_ID = uuid.uuid4().hex[:6]
 FAULTS, STRAGGLER = f"faults-{_RUN_ID}", f"straggler-{_RUN_ID}"
-_CACHE: dict[str, "Corpus"] = {}
-_RUNNING: dict[str, tuple["Corpus", dict[str, subprocess.Popen[bytes]]]] = {}
+_CACHE: dict[str, Corpus] = {}
+_RUNNING: dict[str, tuple[Corpus, dict[str, subprocess.Popen[bytes]]]] = {}
 
 
 class Corpus:

@@ -72,7 +72,9 @@ def own_server_cert(directory: Path, name: str, ca: tuple[Path, Path]) -> None:
     """An operator's own certificate for a service, signed by their CA."""
     directory.mkdir(parents=True, exist_ok=True)
     key, csr, crt = directory / f"{name}.key", directory / f"{name}.csr", directory / f"{name}.crt"
-    subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}"], capture_output=True, check=True)
+    subprocess.run(
+        ["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", f"/CN={name}"], capture_output=True, check=True,
+    )
     subprocess.run(
         ["openssl", "x509", "-req", "-in", str(csr), "-CA", str(ca[0]), "-CAkey", str(ca[1]), "-CAcreateserial", "-out", str(crt), "-days", "30"],
         capture_output=True, check=True,

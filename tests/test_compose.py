@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 ELK = REPO / "elk-compose.yml"
@@ -339,8 +338,8 @@ class TestEnvironment:
         """Kibana's port is published on 127.0.0.1 by default; KIBANA_BIND opens it."""
         assert [p["host_ip"] for p in stack["services"]["kibana"]["ports"]] == ["127.0.0.1"]
         assert [p["host_ip"] for p in stack["services"]["elasticsearch"]["ports"]] == ["127.0.0.1"]
-        opened = _load(ELK, env_files=(example_env, _env_file(tmp_path, {**FILLED_ENV, "KIBANA_BIND": "0.0.0.0"})))
-        assert [p["host_ip"] for p in opened["services"]["kibana"]["ports"]] == ["0.0.0.0"]
+        opened = _load(ELK, env_files=(example_env, _env_file(tmp_path, {**FILLED_ENV, "KIBANA_BIND": "0.0.0.0"})))  # noqa: S104 - the opt-in under test
+        assert [p["host_ip"] for p in opened["services"]["kibana"]["ports"]] == ["0.0.0.0"]  # noqa: S104 - expected value, not a bind
         # With no .env value at all, the compose file's own default is loopback too.
         no_default = _load(ELK, env_files=(_env_file(tmp_path, {**FILLED_ENV, "ELASTIC_VERSION": "8.19.21", "COMPOSE_PROFILES": "elasticsearch"}, "bare.env"),))
         assert [p["host_ip"] for p in no_default["services"]["kibana"]["ports"]] == ["127.0.0.1"]
@@ -539,7 +538,7 @@ class TestTlsAgreement:
         shutil.copy(certs / "ca" / "ca.crt", impostor / "ca.crt")
         shutil.copy(certs / "kibana" / "kibana.crt", impostor / "filebeat.crt")
         shutil.copy(certs / "kibana" / "kibana.key", impostor / "filebeat.key")
-        peers, result = _filebeat_test_output(certs, impostor, tmp_path, servers=1)
+        peers, _result = _filebeat_test_output(certs, impostor, tmp_path, servers=1)
         # Under TLS 1.3 the client reports its side of the handshake before the server has
         # checked its certificate, so the server's verdict is the one that counts.
         assert peers and not any("subject" in peer for peer in peers), peers
@@ -655,7 +654,8 @@ class TestSetupService:
         from elasticsearch import AuthorizationException
 
         writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
-        writer.index(index="logs-horovod.app-default", document={"@timestamp": "2026-11-29T16:00:00Z", "message": "for the reader", "rank": 2}, op_type="create", refresh=True)
+        document = {"@timestamp": "2026-11-29T16:00:00Z", "message": "for the reader", "rank": 2}
+        writer.index(index="logs-horovod.app-default", document=document, op_type="create", refresh=True)
         reader = _client(secured_es.url, certs, "hvdlog_reader", FILLED_ENV["HVDLOG_READER_PASSWORD"])
         hits = reader.search(index="logs-horovod.*-*", query={"term": {"rank": 2}})["hits"]["hits"]
         assert [h["_source"]["message"] for h in hits] == ["for the reader"]
@@ -849,13 +849,16 @@ def dead_letter_events(rejections: list[tuple[dict[str, Any], dict[str, Any]]]) 
         'action: #{d["action"]}, response: #{d["response"]}"}) }'
     )
     lines = "".join(
-        json.dumps({"status": item["status"], "action": ["create", {"_id": None, "_index": item["_index"], "routing": None}, document], "response": {"create": item}}) + "\n"
+        json.dumps(
+            {"status": item["status"], "action": ["create", {"_id": None, "_index": item["_index"], "routing": None}, document], "response": {"create": item}}
+        )
+        + "\n"
         for document, item in rejections
     )
     formatted = subprocess.run([*_jruby(), "-e", formatter], input=lines, capture_output=True, text=True, timeout=300, check=False)
     assert formatted.returncode == 0, formatted.stderr
     events = []
-    for (document, _), line in zip(rejections, formatted.stdout.splitlines()):
+    for (document, _), line in zip(rejections, formatted.stdout.splitlines(), strict=True):  # one line out per line in
         metadata = {"dead_letter_queue": {"reason": json.loads(line)["reason"], "plugin_type": "elasticsearch",
                                           "plugin_id": "app_to_elasticsearch", "entry_time": ENTRY_TIME},
                     "hvd": {"pipeline": "horovod-app"}}
@@ -920,16 +923,16 @@ class TestRoutingAndRejections:
         --es` (as the reader) finds it with Elasticsearch's reason and the original event."""
         writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
         operations: list[Any] = []
-        for number, (what, body) in enumerate(REJECTED.items()):
+        for number, (_, body) in enumerate(REJECTED.items()):
             operations += [{"create": {"_index": "logs-horovod.app-default", "_id": f"rejected-{number}"}}, {"@timestamp": "2026-11-30T11:00:00Z", **body}]
         items = writer.bulk(operations=operations, refresh=True)["items"]
         rejections = []
-        for (what, body), item in zip(REJECTED.items(), items):
+        for (what, body), item in zip(REJECTED.items(), items, strict=True):
             result = item["create"]
             assert result["status"] == 400, f"Elasticsearch accepted a document with {what}: {result}"
             rejections.append(({"@timestamp": "2026-11-30T11:00:00Z", **body}, result))
         events = dead_letter_events(rejections)
-        for (what, _), event, (_, item) in zip(REJECTED.items(), events, rejections):
+        for (what, _), event, (_, item) in zip(REJECTED.items(), events, rejections, strict=True):
             assert event["event"]["dataset"] == "horovod.rejected" and event["error"]["type"] == item["error"]["type"], what
             assert event["error"]["message"] == item["error"]["reason"], what
             assert json.loads(event["event"]["original"])["message"] == REJECTED[what]["message"], what

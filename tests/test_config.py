@@ -108,7 +108,7 @@ class TestCrashesAndSignals:
         """SIGTERM leaves a `signal` event and the process still dies of SIGTERM."""
         result = run_script(tmp_path, "log.info('up'); os.kill(os.getpid(), signal.SIGTERM); time.sleep(5); log.info('never')")
         assert result.returncode == -signal.SIGTERM
-        up, term = events(tmp_path)
+        _up, term = events(tmp_path)
         assert (term["event.action"], term["event.reason"], term["log.level"]) == ("signal", "SIGTERM", "warning")
 
     def test_sigkill_loses_no_logged_line(self, tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ class TestNativeCapture:
 
     def test_secrets_redacted_in_native_output(self, tmp_path: Path) -> None:
         """A secret printed by anything in the process is redacted in the capture file."""
-        secret = "s3cr3t-value-xyz"
+        secret = "s3cr3t-value-xyz"  # noqa: S105 - a made-up secret the test must see redacted
         body = f"""
         os.write(1, b'env dump: HF_TOKEN={secret[:5]}')
         time.sleep(0.01)

@@ -19,15 +19,14 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
+from shipping.filebeat_emulation import dissect, expand, join_lines, multiline_parsers
 
 from hvdlog import layout
-from shipping.filebeat_emulation import dissect, expand, join_lines, multiline_parsers
 
 REPO = Path(__file__).resolve().parent.parent
 FILEBEAT_YML = REPO / "shipper" / "filebeat.yml"
@@ -144,7 +143,7 @@ def _tool(variable: str, script: str) -> str:
 
 
 @pytest.fixture(name="rank_root", scope="module")
-def fixture_rank_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+def fixture_rank_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Per-rank files from a real 2-rank Gloo horovodrun job through hvdlog (DEBUG, rank 1
     dies with a traceback), plus the recorded MPI stall captures moved onto this node."""
     root = tmp_path_factory.mktemp("hvdlog-root")
@@ -162,7 +161,7 @@ def fixture_rank_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
             shutil.copytree(node, root / job.name / host)
     # Another node's files on the same (shared) filesystem: this node must not ship them.
     shutil.copytree(root / "gloo-crash" / host, root / "gloo-crash" / "other-node")
-    yield root, host
+    return root, host
 
 
 def _env(root: Path, host: str) -> dict[str, str]:
@@ -203,7 +202,7 @@ class TestConfig:
         go = shutil.which("go") or pytest.fail("Go is needed to check the patterns with RE2 (it builds composecheck too)")
         lines = [line for path in _native_files() for line in path.read_text(errors="replace").splitlines()]
         events = [e for path in _native_files() for group in streams(path).values() for e in join_lines("\n".join(group) + "\n", NATIVE_PARSERS[:1])]
-        for parser, samples in zip(NATIVE_PARSERS, (lines, events)):
+        for parser, samples in zip(NATIVE_PARSERS, (lines, events), strict=True):  # the two multiline stages: raw lines, then the joined events
             result = subprocess.run(
                 [go, "run", str(SHIPPING / "re2match.go"), parser.pattern.pattern],
                 input="".join(json.dumps(s) + "\n" for s in samples), capture_output=True, text=True, timeout=120, check=False,
@@ -211,7 +210,7 @@ class TestConfig:
             assert result.returncode == 0, result.stderr
             go_answers = [answer == "1" for answer in result.stdout.split()]
             python_answers = [bool(parser.pattern.search(s)) for s in samples]
-            differ = [s for s, g, p in zip(samples, go_answers, python_answers) if g != p]
+            differ = [s for s, g, p in zip(samples, go_answers, python_answers, strict=False) if g != p]  # lengths asserted below
             assert len(go_answers) == len(samples) and not differ, f"RE2 and Python disagree on: {differ[:3]}"
             assert any(python_answers) and not all(python_answers)
 
@@ -262,14 +261,14 @@ class TestMultiline:
         for path in _native_files():
             for tag, lines in streams(path).items():
                 spans = event_spans(lines)
-                starts = {first: last for first, last in spans}
+                starts = dict(spans)
                 for kind, first, last in blocks(lines):
                     assert first in starts, f"{path.name} {tag}: the {kind} at line {first} does not start an event"
                     assert starts[first] >= last, (
                         f"{path.name} {tag}: the {kind} at lines {first}-{last} is split:\n" + "\n".join(lines[first : last + 1])
                     )
                     counts[kind] += 1
-                    counts["chained"] += kind == "traceback" and any(_split(l)[1] in _CHAINED for l in lines[first:last])
+                    counts["chained"] += kind == "traceback" and any(_split(line)[1] in _CHAINED for line in lines[first:last])
         assert counts["stall"] >= 10 and counts["traceback"] >= 5 and counts["chained"] >= 1, counts
 
     def test_no_overjoining(self) -> None:
@@ -338,7 +337,7 @@ class TestRealFilebeat:
             shipped = sorted(by_file[str(path)], key=lambda e: e["log"]["offset"])
             truth = layout.parse_path(path)
             assert [e["message"] for e in shipped] == [r["message"] for r in records]
-            for event, record in zip(shipped, records):
+            for event, record in zip(shipped, records, strict=True):
                 assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, truth.rank)
                 assert event["log"]["level"] == record["log.level"] and event["tags"] == ["hvdlog_events"]
                 assert event.get("step") == record.get("step") and event["event"]["dataset"] == record["event.dataset"]

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 from hvdlog.elastic import templates
-from hvdlog.fields import DATASETS
 from hvdlog.elastic.generate import KIBANA_FILE
 from hvdlog.elastic.install import ElasticsearchInstaller
+from hvdlog.fields import DATASETS
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "setuptest"

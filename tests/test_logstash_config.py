@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from corpus.tools_required import installed
+
 from hvdlog.fields import DATASETS
 from hvdlog.parse.patterns import load_definitions
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from corpus.cases import cases
+
 from hvdlog.documents import flatten
 from hvdlog.fields import EXTRA, FIELDS_BY_NAME
 from hvdlog.parse.messages import MESSAGES_FILE
@@ -92,7 +92,7 @@ def _check_value(name: str, value: Any) -> None:
 
 class TestGoldenDocumentsFollowTheContract:
     @pytest.mark.parametrize("case", cases(), ids=lambda case: case.id)
-    def test_every_leaf_is_declared_with_its_type(self, case) -> None:  # noqa: ANN001
+    def test_every_leaf_is_declared_with_its_type(self, case) -> None:
         """Every field of every golden document is declared, and its value has the declared type."""
         for doc in case.expected():
             for name, value in flatten(doc):

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from corpus.cases import cases
 from corpus.realworld import check_documents, real_cases
 from corpus.tools_required import installed, jdk_tool
 from harness.grok import run_logstash
 from harness.native_events import events_of, streams_of
+
 from hvdlog.documents import flatten
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse import parse_lines
@@ -141,7 +141,7 @@ def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
         item.event["message"] = text
     tags = run_logstash([(name, text) for text in texts for _, name, _ in TAG_STEPS])
     for index, item in enumerate(shipped):
-        for step, (launcher, _, gsubs) in enumerate(TAG_STEPS):
+        for step, (launcher, _, _) in enumerate(TAG_STEPS):
             answer = tags[index * len(TAG_STEPS) + step]
             if answer["match"]:
                 _grok_into(item.event, answer["captures"], TAG_OVERWRITE)
@@ -179,7 +179,7 @@ def fixture_through_filter(jruby: str) -> list[tuple[Shipped, list[dict[str, Any
 
 
 class TestSameDocumentsAsHvdlogParse:
-    def test_every_field_of_every_event(self, through_filter) -> None:  # noqa: ANN001
+    def test_every_field_of_every_event(self, through_filter) -> None:
         """Each shipped event gives exactly hvdlog parse's documents (several when Filebeat
         joined lines hvdlog parse keeps apart), every field compared."""
         compared = multiline = split = 0
@@ -202,7 +202,7 @@ class TestSameDocumentsAsHvdlogParse:
         assert not differences, f"{len(differences)} differ, first: {differences[:2]}"
         assert compared > 300 and multiline >= 20 and split >= 1, (compared, multiline, split)
 
-    def test_stalls_and_tracebacks_are_among_them(self, through_filter) -> None:  # noqa: ANN001
+    def test_stalls_and_tracebacks_are_among_them(self, through_filter) -> None:
         """The comparison covers stall blocks (with core header) and tracebacks as whole events."""
         stalls = sum(
             "\n" in item.text and len(item.docs) == 1 and "stall" in item.docs[0].get("horovod", {}) for item, _ in through_filter
@@ -271,7 +271,7 @@ class TestFilterContract:
         assert json.loads(result.stdout)["events"] == [{"message": "x", "tags": ["_rubyexception"]}]
         assert "did not return an array" in result.stderr
 
-    def test_parse_failures_are_tagged(self, through_filter) -> None:  # noqa: ANN001
+    def test_parse_failures_are_tagged(self, through_filter) -> None:
         """Unrecognised lines are kept with the parse-failure tag, as hvdlog parse does."""
         tagged = sum(PARSE_FAILURE_TAG in (event.get("tags") or []) for _, events in through_filter for event in events or [])
         assert tagged >= 10

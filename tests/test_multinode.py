@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from harness.elasticsearch_cluster import ElasticsearchCluster
 
 HVDLOG = str(Path(sys.executable).with_name("hvdlog"))

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from corpus.cases import cases
+
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse import decode_line, parse_lines, parse_paths
 from hvdlog.parse.arrival import split_arrival
@@ -35,7 +35,7 @@ def _parse(data: bytes, path: str = "job/node1/rank-0.stderr.log") -> list[dict]
 
 class TestNothingIsLost:
     @pytest.mark.parametrize("case", cases(), ids=lambda case: case.id)
-    def test_every_corpus_line_is_in_some_document(self, case) -> None:  # noqa: ANN001
+    def test_every_corpus_line_is_in_some_document(self, case) -> None:
         """Each non-blank line's text (after the tee's arrival time, its launcher tag and core header) is kept."""
         docs = case.parse()
         kept = "\n".join(

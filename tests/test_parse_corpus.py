@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from corpus.cases import Case, cases, write_golden
 
 CASES = cases()
@@ -38,7 +37,7 @@ class TestGoldens:
 
 
 class TestCli:
-    def test_cli_prints_the_golden_documents(self, tmp_path) -> None:  # noqa: ANN001
+    def test_cli_prints_the_golden_documents(self, tmp_path) -> None:
         """`hvdlog parse` on a per-rank file prints the same documents as NDJSON."""
         case = next(case for case in CASES if case.id == "horovod.launcher/layout-rank1-stdout")
         target = tmp_path / case.config["path"]
@@ -54,7 +53,7 @@ class TestCli:
             doc["log"]["file"]["path"] = case.config["path"]
         assert printed == case.expected()
 
-    def test_output_filename_tree(self, tmp_path) -> None:  # noqa: ANN001
+    def test_output_filename_tree(self, tmp_path) -> None:
         """A horovodrun --output-filename tree given as a directory is walked, rank from the path."""
         from hvdlog.parse import parse_paths
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from corpus.cases import cases
 from corpus.realworld import real_cases
 from harness.grok import LOGSTASH_MODE, es_classpath, fields_of, run_elasticsearch, run_logstash
 from harness.native_events import events_of, streams_of
+
 from hvdlog.parse import decode_line
 from hvdlog.parse.arrival import split_arrival
 from hvdlog.parse.launcher import TagSplitter, strip_tag
@@ -118,25 +118,25 @@ class TestGrokEngines:
         assert sum("Missing ranks:" in event for event in events) >= 6
         assert sum("Traceback (most recent call last):" in event for event in events) >= 6
 
-    def test_python_translation_agrees_with_logstash(self, logstash_results) -> None:  # noqa: ANN001
+    def test_python_translation_agrees_with_logstash(self, logstash_results) -> None:
         """For every pattern and corpus text (lines and whole events), match or not and every
         capture are what Logstash's grok gives."""
         disagreements = _disagreements(logstash_results, drops_empty=True)
         assert not disagreements, f"{len(disagreements)} disagreements, first: {disagreements[:3]}"
 
-    def test_python_translation_agrees_with_elasticsearch(self, es_results) -> None:  # noqa: ANN001
+    def test_python_translation_agrees_with_elasticsearch(self, es_results) -> None:
         """The same with the Elasticsearch engine (no multiline option): so the patterns mean
         the same whether `.` matches a newline or not."""
         disagreements = _disagreements(es_results, drops_empty=False)
         assert not disagreements, f"{len(disagreements)} disagreements, first: {disagreements[:3]}"
 
-    def test_every_message_pattern_matches_some_corpus_line(self, logstash_results) -> None:  # noqa: ANN001
+    def test_every_message_pattern_matches_some_corpus_line(self, logstash_results) -> None:
         """The corpus exercises every pattern (a pattern nothing matches is untested)."""
         matched = {name for name, _, result in logstash_results if result["match"]}
         unused = set(load_definitions()) - BUILDING_BLOCKS - matched
         assert not unused, f"no corpus line matches {sorted(unused)}: add a case"
 
-    def test_core_message_is_the_first_line_of_an_event(self, logstash_results) -> None:  # noqa: ANN001
+    def test_core_message_is_the_first_line_of_an_event(self, logstash_results) -> None:
         """On a multi-line event starting with a core line, Logstash's `message` is that line's text only."""
         checked = 0
         for name, text, answer in logstash_results:
@@ -145,7 +145,7 @@ class TestGrokEngines:
                 checked += 1
         assert checked >= 6, checked
 
-    def test_engine_gives_the_golden_core_fields(self, logstash_results) -> None:  # noqa: ANN001
+    def test_engine_gives_the_golden_core_fields(self, logstash_results) -> None:
         """Every golden core-line document's origin, level and message come out of Logstash's grok."""
         engine = [fields_of(answer) for name, _, answer in logstash_results if name == "HOROVOD_CORE_LINE" and answer["match"]]
         from_engine = {
@@ -200,7 +200,7 @@ class TestLogstashMode:
 
 
 @pytest.mark.elasticsearch
-def test_simulate_api_is_absent(es) -> None:  # noqa: ANN001
+def test_simulate_api_is_absent(es) -> None:
     """Records why the harness exists: this Elasticsearch has no grok ingest processor."""
     from elasticsearch import ApiError
 

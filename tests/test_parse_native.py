@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from corpus.cases import cases
+
 from hvdlog.parse import parse_lines
 from hvdlog.parse.launcher import TagSplitter
 from hvdlog.parse.native import parse_chatter
@@ -17,7 +17,7 @@ TRACE = next(case for case in cases() if case.id == "horovod.core/mpi-trace-cons
 CHATTER = compile_pattern("HOROVOD_CHATTER").regex
 
 
-def _parse(text: str, **options) -> list[dict]:  # noqa: ANN003
+def _parse(text: str, **options) -> list[dict]:
     return list(parse_lines(text.splitlines(), path="job/node1/rank-0.stderr.log", **{"timezone": "UTC", **options}))
 
 

@@ -117,14 +117,14 @@ def test_stack_scan_runs_no_user_code() -> None:
     """Finding optimizers on a stack reads class and instance dicts only (no properties, no __getattr__)."""
     holder = Lazy()
     assert not pending.is_distributed_optimizer(holder)
-    assert all(pending.is_distributed_optimizer(found) for found in pending.find_optimizers(sys._getframe()))  # noqa: SLF001
+    assert all(pending.is_distributed_optimizer(found) for found in pending.find_optimizers(sys._getframe()))
     assert not Lazy.touched and holder is not None
 
 
 def test_no_horovod_means_no_fields() -> None:
     """Without any DistributedOptimizer, a stall event gets nothing from this module (and nothing raises)."""
     fields: dict[str, Any] = {}
-    pending.add_pending_tensors(fields, sys._getframe())  # noqa: SLF001
+    pending.add_pending_tensors(fields, sys._getframe())
     assert fields == {}
 
 
@@ -137,7 +137,7 @@ def test_describe_wait_names_a_direct_op_like_horovod() -> None:
     thread = threading.Thread(target=namespace["allreduce"], args=("metric.loss",))
     thread.start()
     ready.wait(5)
-    fields = describe_wait(sys._current_frames()[thread.ident])  # noqa: SLF001
+    fields = describe_wait(sys._current_frames()[thread.ident])
     release.set()
     thread.join()
     assert fields["horovod.stall.tensors"] == ["allreduce.metric.loss"]

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from test_training import Run, horovodrun
 
 from hvdlog.cli.main import cli
-from test_training import Run, horovodrun
 
 pytestmark = pytest.mark.horovod
 
@@ -111,9 +111,9 @@ class TestMpiHangInsideBackward:
 @pytest.mark.elasticsearch
 def test_stalls_from_elasticsearch_name_the_same_tensors(mpi_hang: Run, es_url: str) -> None:
     """The MPI run, parsed and indexed into the real server: `stalls --es` answers exactly as on the files."""
-    from elasticsearch import Elasticsearch
     from elasticsearch.helpers import bulk
 
+    from elasticsearch import Elasticsearch
     from hvdlog.elastic.templates import mappings
     from hvdlog.parse import parse_paths
     from hvdlog.query.files import discover

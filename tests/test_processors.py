@@ -73,7 +73,7 @@ class TestEcsJsonRenderer:
 
     def test_secrets_are_redacted(self) -> None:
         """A secret env value never appears, even JSON-escaped inside a string."""
-        secret = 'p@ss"word\\42'
+        secret = 'p@ss"word\\42'  # noqa: S105 - a made-up secret the test must see redacted
         redactor = Redactor(secret_values({"DB_PASSWORD": secret, "HOME": "/home/someone"}))
         line = EcsJsonRenderer(dict(STATIC), redactor)(None, "info", {"event": f"connect with {secret}", "dsn": secret})
         assert b"word" not in line

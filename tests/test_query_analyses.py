@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from query_corpus import FAULTS, STRAGGLER, Corpus, corpus
+from query_corpus import REPO as REPO_ROOT
 
 from hvdlog.query.failures import FAILURE_EVENTS, first_failure
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
 from hvdlog.query.stalls import STALL_EVENTS, find_stalls, progress_filter, stall_episodes
 from hvdlog.query.stragglers import STEP_EVENTS, stragglers
-from query_corpus import FAULTS, REPO as REPO_ROOT, STRAGGLER, Corpus, corpus
-
 
 
 @pytest.fixture(name="runs", scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from hvdlog.secrets import Redactor, secret_values
 
-SECRET = "tok-3xAmPle/Value+42"
+SECRET = "tok-3xAmPle/Value+42"  # noqa: S105 - a made-up secret the tests must see redacted
 
 
 def test_names_and_values() -> None:

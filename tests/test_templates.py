@@ -192,7 +192,7 @@ def fixture_indexed(es_url: str) -> dict[str, Document]:
         docs["malformed"] = malformed
         actions.append({"_op_type": "create", "_index": templates.data_stream_name("horovod.app", NAMESPACE), "_id": "malformed", "_source": malformed})
         actions.append({"_op_type": "create", "_index": templates.data_stream_name("horovod.launcher", NAMESPACE), "_id": "shipper", "_source": shipper})
-        created, errors = helpers.bulk(client, actions, raise_on_error=False, refresh="wait_for")
+        _created, errors = helpers.bulk(client, actions, raise_on_error=False, refresh="wait_for")
         assert not errors, errors[:3]
         return docs
     finally:

@@ -11,7 +11,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
 
-from train import read_idx_mnist, synthetic_mnist  # noqa: E402
+from train import read_idx_mnist, synthetic_mnist
 
 
 def write_idx(directory: Path, images: torch.Tensor, labels: torch.Tensor) -> None:

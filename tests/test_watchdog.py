@@ -79,7 +79,7 @@ def test_describe_wait_names_user_code() -> None:
     ready.wait(5)
     import sys
 
-    fields = describe_wait(sys._current_frames()[thread.ident])  # noqa: SLF001
+    fields = describe_wait(sys._current_frames()[thread.ident])
     release.set()
     thread.join()
     assert "horovod.stall.operation" not in fields

@@ -33,7 +33,7 @@ from torch import nn
 import hvdlog
 
 
-class InjectedFault(RuntimeError):
+class InjectedFault(RuntimeError):  # noqa: N818 - the corpus and tests name this exact type
     """Raised by --crash-rank, so a test can tell the injected crash from a real one."""
 
 

@@ -152,7 +152,7 @@ def _data_type(name: str) -> str:
 def _lens(chart: Chart) -> dict[str, Any]:
     ids = [f"col{index}" for index in range(len(chart.buckets) + len(chart.metrics))]
     bucket_ids, metric_ids = ids[: len(chart.buckets)], ids[len(chart.buckets):]
-    columns = {cid: _column(part, metric_ids[0]) for cid, part in zip(ids, (*chart.buckets, *chart.metrics))}
+    columns = {cid: _column(part, metric_ids[0]) for cid, part in zip(ids, (*chart.buckets, *chart.metrics), strict=True)}
     if chart.kind == "table":
         visualization: dict[str, Any] = {"layerId": _LAYER, "layerType": "data", "columns": [{"columnId": cid} for cid in ids]}
         if chart.table_sort is not None:

@@ -16,8 +16,8 @@ from typing import Any, Final
 from hvdlog.fields import DATASETS, ECS_VERSION, FIELDS
 
 __all__ = [
-    "COMPONENT_MAPPINGS",
     "COMPONENT_LIFECYCLE",
+    "COMPONENT_MAPPINGS",
     "COMPONENT_SETTINGS",
     "DEFAULT_NAMESPACE",
     "DEFAULT_REPLICAS",

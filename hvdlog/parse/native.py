@@ -74,7 +74,7 @@ def parse_chatter(value: str | int) -> Chatter:
 class _Stream:
     """What one (rank, stream, file) has open: a multi-line event and its last time."""
 
-    __slots__ = ("base", "kind", "lines", "stall", "fields", "last_time", "started", "pending", "chatter_seen", "message_from", "order")
+    __slots__ = ("base", "chatter_seen", "fields", "kind", "last_time", "lines", "message_from", "order", "pending", "stall", "started")
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
@@ -93,7 +93,7 @@ class _Stream:
 class NativeParser:
     """Feeds native lines, yields documents; call :meth:`close` at the end of input."""
 
-    __slots__ = ("_times", "_chatter", "size", "_streams", "_last_context", "_last_stream", "_opened")
+    __slots__ = ("_chatter", "_last_context", "_last_stream", "_opened", "_streams", "_times", "size")
 
     def __init__(self, *, timezone: str | None = None, chatter: Chatter = "keep", size: int | None = None) -> None:
         """``timezone`` of the nodes' clocks; ``chatter`` see :func:`parse_chatter`;
@@ -111,13 +111,15 @@ class NativeParser:
         """One line without its launcher tag; ``context`` = flat fields from tag and path;
         ``arrival`` = the tee's UTC arrival time of the line (hvdlog.parse.arrival), if any.
         Returns the documents completed by this line (usually one, or none)."""
-        if context is self._last_context:  # untagged lines of one file share one context
-            stream = self._last_stream
+        last_stream = self._last_stream
+        if last_stream is not None and context is self._last_context:  # untagged lines of one file share one context
+            stream = last_stream
         else:
             key = (context.get("rank"), context.get("horovod.launcher.stream"), context.get("log.file.path"))
-            stream = self._streams.get(key)
-            if stream is None:
-                stream = self._streams[key] = _Stream(dict(context))
+            known = self._streams.get(key)
+            if known is None:
+                known = self._streams[key] = _Stream(dict(context))
+            stream = known
             self._last_context, self._last_stream = context, stream
         launcher_time = context.get("@metadata.hvd.launcher_time")
         if launcher_time is not None:
@@ -194,7 +196,7 @@ class NativeParser:
             if kind == "call_stack" and not stream.pending and line.isidentifier():
                 self._append(stream, line)
                 return True
-            if line[:1] in (" ", "\t") or _EXCEPTION_MORE.match(line) or previous.startswith("Node: ") and not stream.pending:
+            if line[:1] in (" ", "\t") or _EXCEPTION_MORE.match(line) or (previous.startswith("Node: ") and not stream.pending):
                 self._append(stream, line)
                 stream.kind = "call_stack" if line.startswith("Function call stack:") else "after_exception"
                 return True

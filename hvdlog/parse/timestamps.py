@@ -8,7 +8,8 @@ second, since thousands of lines share one.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone, tzinfo
+from datetime import datetime, tzinfo
+from datetime import timezone as dt_timezone
 from typing import Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -20,7 +21,7 @@ _CACHE_LIMIT: Final = 4096
 class TimeConverter:
     """Converts Horovod core times and launcher (asctime) times in one configured zone."""
 
-    __slots__ = ("_seconds", "_asctime", "_zone")
+    __slots__ = ("_asctime", "_seconds", "_zone")
 
     def __init__(self, timezone: str | None = None) -> None:
         """``timezone``: an IANA name (``Europe/Paris``, ``UTC``); None means the local zone."""

@@ -34,16 +34,16 @@ _RETRY_PAUSE_S: Final = 2.0
 _DESC: Final = [{key: {**value, "order": "desc", "missing": "_last"}} for item in SORT for key, value in item.items()]
 
 
-class _PartialResults(Exception):
+class _PartialResultsError(Exception):
     """Some shards did not answer: the page must not be used."""
 
 
 def _check_shards(response: Any, doing: str) -> None:
-    """Raise :class:`_PartialResults` when any shard failed or the search timed out."""
+    """Raise :class:`_PartialResultsError` when any shard failed or the search timed out."""
     shards = response.get("_shards") or {}
     if shards.get("failed") or response.get("timed_out"):
         reasons = {str((failure.get("reason") or {}).get("type", failure)) for failure in shards.get("failures", [])}
-        raise _PartialResults(
+        raise _PartialResultsError(
             f"{shards.get('failed', 0)} of {shards.get('total', '?')} shards failed while {doing}"
             + (f" ({', '.join(sorted(reasons))})" if reasons else "")
         )
@@ -104,7 +104,7 @@ class ElasticsearchSource:
                     if fresh:
                         yield fresh
                 return
-            except _PartialResults as exc:
+            except _PartialResultsError as exc:
                 if attempt == _PARTIAL_RETRIES:
                     raise SourceError(
                         f"{self.label}: {exc}, {attempt + 1} times: giving no answer rather than a partial one"
@@ -114,7 +114,7 @@ class ElasticsearchSource:
                 time.sleep(_RETRY_PAUSE_S * (attempt + 1))
 
     def _pit_pages(self, query: dict[str, Any], newest_first: bool, started: bool) -> Iterator[list[dict[str, Any]]]:
-        """One pass in one point in time; raises :class:`_PartialResults` when a shard fails."""
+        """One pass in one point in time; raises :class:`_PartialResultsError` when a shard fails."""
         es = self._client()
         with self._retryable(started):
             opened = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)
@@ -147,12 +147,13 @@ class ElasticsearchSource:
 
     @contextmanager
     def _retryable(self, started: bool) -> Iterator[None]:
-        """Errors of a cluster losing a node become :class:`_PartialResults`; the rest, sentences.
+        """Errors of a cluster losing a node become :class:`_PartialResultsError`; the rest, sentences.
 
         Before the first answer, a refused connection is the user's to fix (wrong URL): it
         is not retried. Once the search is under way, it means a node went away.
         """
         from elastic_transport import ConnectionError as TransportConnectionError
+
         from elasticsearch import ApiError
 
         with self._errors():
@@ -161,11 +162,11 @@ class ElasticsearchSource:
             except ApiError as exc:
                 status, text = exc.meta.status, str(exc.body)
                 if status >= 500 or status == 429 or (status == 404 and "search_context_missing" in text):
-                    raise _PartialResults(f"Elasticsearch answered {status} ({exc.message})") from None
+                    raise _PartialResultsError(f"Elasticsearch answered {status} ({exc.message})") from None
                 raise
             except TransportConnectionError as exc:
                 if started:
-                    raise _PartialResults(f"the connection broke ({exc.message})") from None
+                    raise _PartialResultsError(f"the connection broke ({exc.message})") from None
                 raise
 
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:

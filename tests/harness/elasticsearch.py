@@ -90,7 +90,7 @@ class ElasticsearchServer:
         if not (self.es_home / "bin" / "elasticsearch").exists():
             raise ElasticsearchStartError(f"{self.es_home} is not an Elasticsearch distribution")
         self.workdir = Path(tempfile.mkdtemp(prefix="hvdlog-es-"))
-        os.chmod(self.workdir, 0o755)
+        os.chmod(self.workdir, 0o755)  # noqa: S103 - the server runs as `nobody` when we are root and must traverse it
         home = self._readable_home()
         conf = self.workdir / "config"
         shutil.copytree(home / "config", conf)
@@ -147,9 +147,9 @@ class ElasticsearchServer:
     def _prepare(self, home: Path, conf: Path, env: dict[str, str]) -> None:
         """Hook run before the server starts (as the caller's user): keystores, certificates."""
 
-    def _urlopen(self, url: str):  # noqa: ANN202 - urllib's response type
+    def _urlopen(self, url: str):
         """Open a URL of this server; subclasses add TLS and credentials."""
-        return urllib.request.urlopen(url, timeout=5)
+        return urllib.request.urlopen(url, timeout=5)  # noqa: S310 - an http URL of the loopback server this harness started
 
     def _readable_home(self) -> Path:
         """As root, ``nobody`` cannot traverse e.g. /root/.cache: hard-link the tree into our dir."""

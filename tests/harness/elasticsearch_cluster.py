@@ -52,7 +52,7 @@ class ElasticsearchCluster:
         ports = [_free_port() for _ in range(size)]
         names = [f"hvdlog-test-{i}" for i in range(size)]
         seeds = [f"127.0.0.1:{port}" for port in ports]
-        self.nodes = [ClusterNode(name, "hvdlog-test-cluster", port, seeds, names, es_home, heap) for name, port in zip(names, ports)]
+        self.nodes = [ClusterNode(name, "hvdlog-test-cluster", port, seeds, names, es_home, heap) for name, port in zip(names, ports, strict=True)]
 
     @property
     def urls(self) -> list[str]:

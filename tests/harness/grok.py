@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-
 from corpus.tools_required import installed, jdk_tool
+
 from hvdlog.parse.patterns import PATTERN_FILE, field_path
 
 __all__ = ["LOGSTASH_MODE", "es_classpath", "fields_of", "run_elasticsearch", "run_logstash"]

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Final
 
 import yaml
-
 from corpus.cases import Case
-from hvdlog.parse import decode_line
 from shipping.filebeat_emulation import join_lines, multiline_parsers
+
+from hvdlog.parse import decode_line
 
 __all__ = ["NATIVE_PARSERS", "events_of", "streams_of"]
 

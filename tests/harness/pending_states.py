@@ -61,11 +61,11 @@ def found(frame: Any, *optimizers: Any) -> list[bool]:
 
 def stack_scan(optimizer: Any) -> dict[str, list[bool]]:
     """A made-before-configure optimizer is found on the stalled stack only: as a local, or one attribute down."""
-    local = {"no frame": found(None, optimizer), "as a local": found(sys._getframe(), optimizer)}  # noqa: SLF001
+    local = {"no frame": found(None, optimizer), "as a local": found(sys._getframe(), optimizer)}
     del optimizer
 
     def held_by_trainer(trainer: Trainer) -> list[bool]:
-        return found(sys._getframe(), trainer.optimizer)  # noqa: SLF001
+        return found(sys._getframe(), trainer.optimizer)
 
     local["as trainer.optimizer"] = held_by_trainer(Trainer(EARLY[0]))
     return local
@@ -144,7 +144,8 @@ def watchdog_report(model: Net, optimizer: Any, x: torch.Tensor) -> dict[str, An
     optimizer.step()
     stall = next(fields for _, _, fields in emitted if fields["event.action"] == "stall")
     message = next(message for _, message, fields in emitted if fields["event.action"] == "stall")
-    return {"fields": {k: v for k, v in stall.items() if k != "horovod.stall.stack"}, "message": message, "thread": progress_state.thread_id == threading.get_ident()}
+    shown = {k: v for k, v in stall.items() if k != "horovod.stall.stack"}
+    return {"fields": shown, "message": message, "thread": progress_state.thread_id == threading.get_ident()}
 
 
 def race(model: Net, optimizer: Any, x: torch.Tensor) -> dict[str, Any]:

@@ -141,7 +141,6 @@ def index_corpus(client: Any, namespace: str) -> dict[str, Document]:
     Returns the documents by id, as indexed (with ``data_stream.namespace`` set).
     """
     from elasticsearch import helpers
-
     from hvdlog.elastic.install import ElasticsearchInstaller
     from hvdlog.elastic.templates import data_stream_name
 

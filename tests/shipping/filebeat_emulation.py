@@ -52,7 +52,7 @@ def dissect(tokenizer: str, text: str) -> dict[str, Any] | None:
         return None
     position = len(parts[0])
     keys, delimiters = parts[1::2], parts[2::2]
-    for key, delimiter in zip(keys, delimiters):
+    for key, delimiter in zip(keys, delimiters, strict=True):  # re.split with one group: text (key text)*
         if delimiter:
             end = text.find(delimiter, position)
             if end < 0:

@@ -18,7 +18,7 @@ import torch
 import hvdlog
 
 
-class InjectedFault(RuntimeError):
+class InjectedFault(RuntimeError):  # noqa: N818 - a name without "Error" is the point of the case
     """A class name that does not end in Error: the shipper must still join its traceback."""
 
 
