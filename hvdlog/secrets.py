@@ -116,11 +116,7 @@ class Redactor:
         # line holding a longer spelling holds the shorter one too); the plain spellings always,
         # the URL/base64 ones only when the line has a run they could be part of.
         minimal = [n for n in self.needles if not any(other != n and other in n for other in self.needles)]
-        plain = {
-            n
-            for secret in secrets
-            for n in (secret.encode("utf-8", "surrogateescape"), json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"))
-        }
+        plain = {n for secret in secrets for n in (secret.encode("utf-8", "surrogateescape"), json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"))}
         self._plain = [n for n in minimal if n in plain]
         encoded = [n for n in minimal if n not in plain]
         self._encoded = re.compile(b"|".join(re.escape(n) for n in encoded)) if encoded else None
