@@ -243,7 +243,7 @@ def refresh_rank() -> None:
         return
     fields = info.as_fields()
     if any(config.static.get(key) != value for key, value in fields.items()):
-        config.static.update(fields)
+        config.renderer.update_static(fields)  # config.static is the renderer's dict
 
 
 def _patch_horovod_init() -> None:

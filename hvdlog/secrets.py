@@ -148,12 +148,13 @@ class Redactor:
 
     def json_line(self, line: bytes) -> bytes:
         """Redact the string values (never the keys) of one rendered JSON line."""
-        if not self._holds_secret(line):
+        if not self.holds_secret(line):
             return line
         document = json.loads(line)
         return (json.dumps(self._values(document), ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8", "surrogateescape")
 
-    def _holds_secret(self, line: bytes) -> bool:
+    def holds_secret(self, line: bytes) -> bool:
+        """Whether some spelling of a secret is in ``line`` (cheap: plain needles first)."""
         for needle in self._plain:
             if needle in line:
                 return True
