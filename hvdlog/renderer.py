@@ -27,7 +27,7 @@ import sys
 import time
 from time import time as _now
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -96,6 +96,7 @@ _HEAD_KEYS = ("@timestamp", "log.level", "message")
 #: What follows the timestamp's digits, up to the message's value, per level.
 _LEVEL_JSON = {level: b'Z","log.level":' + orjson.dumps(level) + b',"message":' for level in {*METHOD_LEVELS.values(), "trace"}}
 _UNPLANNED = object()
+_EMPTY: Event = {}
 _SORT = object()
 _UNBOUND: Any = object()
 _MAX_REMEMBERED = 512
@@ -134,6 +135,15 @@ def _sort_fields(event: Event, fields: Event, undeclared: set[str]) -> None:
             extra[key] = value
     if extra:
         event[EXTRA] = extra
+
+
+def _layout(keys: Sequence[str], undeclared: Sequence[str]) -> Callable[[Event, Event], Event]:
+    """``(fields, bound) -> {**bound, contract fields..., "extra": {the others...}}`` for one
+    key set, as one dict display (what _sort_fields does, without a loop per event). Keys are
+    written with repr(), so any string is a literal, never code."""
+    declared = "".join(f"{key!r}: f[{key!r}], " for key in keys if key not in undeclared)
+    extra = ", ".join(f"{key!r}: f[{key!r}]" for key in undeclared)
+    return eval(f"lambda f, b: {{**b, {declared}{EXTRA!r}: {{{extra}}}}}")  # noqa: S307 - source built from repr()s only
 
 
 def _default(value: Any) -> Any:
@@ -248,18 +258,18 @@ class EcsJsonRenderer:
             return self.render_event(level, message, fields, bound)
         if fields:
             keys = tuple(fields)
-            undeclared = self._plans.get(keys, _UNPLANNED)
-            if undeclared is _UNPLANNED:
-                undeclared = self._plan(keys)
-            if undeclared is None:
+            plan = self._plans.get(keys, _UNPLANNED)
+            if plan is _UNPLANNED:
+                plan = self._plan(keys)
+            if plan is None:
                 return self.render_event(level, message, fields, bound)
-            if bound and EXTRA in bound or undeclared is _SORT:  # bound extras to merge, or exc_info
+            if bound and EXTRA in bound or plan is _SORT:  # bound extras to merge, or exc_info
                 tail = dict(bound) if bound else {}
                 _sort_fields(tail, fields, fields.keys() - _KNOWN)
-            else:  # contract fields at the top in call order, then the rest under extra
-                tail = {**bound, **fields} if bound else fields.copy() if undeclared else fields
-                if undeclared:
-                    tail[EXTRA] = dict(zip(undeclared, map(tail.pop, undeclared)))
+            elif plan:  # contract fields at the top in call order, the rest under extra
+                tail = plan(fields, bound or _EMPTY)
+            else:  # only contract fields
+                tail = {**bound, **fields} if bound else fields
         else:
             tail = bound or {}
         message_json = self._messages.get(message)
@@ -300,16 +310,18 @@ class EcsJsonRenderer:
             self._secret_messages.add(message_json)
         return message_json
 
-    def _plan(self, keys: tuple[str, ...]) -> tuple[str, ...] | object | None:
-        """How to place the call's fields with these keys: the undeclared ones (to go under
-        ``extra``, in call order), ``_SORT`` when ``exc_info`` is among them, None (the general
-        path) for a key colliding with a static or head field, or an explicit ``extra``."""
+    def _plan(self, keys: tuple[str, ...]) -> Any:
+        """How to place the call's fields with these keys: None (the general path) for a key
+        colliding with a static or head field, or an explicit ``extra``; ``_SORT`` when
+        ``exc_info`` is among them; ``()`` when all are contract fields; else a function laying
+        out ``(fields, bound)`` with the undeclared ones under ``extra``, made once."""
+        undeclared = [key for key in keys if key not in _KNOWN]
         if EXTRA in keys or not self._static_keys.isdisjoint(keys):
-            plan: tuple[str, ...] | object | None = None
+            plan = None
+        elif "exc_info" in undeclared:
+            plan = _SORT
         else:
-            plan = tuple(key for key in keys if key not in _KNOWN)
-            if "exc_info" in plan:
-                plan = _SORT
+            plan = _layout(keys, undeclared) if undeclared else ()
         if len(self._plans) >= _MAX_REMEMBERED:  # calls with ever-new key sets: start over, stay small
             self._plans.clear()
         self._plans[keys] = plan
