@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import sys
 import time
-from time import time as _now
 import traceback
+from time import time as _now
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -205,12 +205,11 @@ class EcsJsonRenderer:
         console: optional sink for a human line (rank 0's terminal), given the event.
     """
 
-    __slots__ = ("_head", "_messages", "_plans", "_second", "_secret_messages", "_static_json", "_static_keys", "clock", "console", "redactor", "static")
+    __slots__ = ("_messages", "_plans", "_second_head", "_secret_messages", "_static_json", "_static_keys", "clock", "console", "redactor", "static")
 
     def __init__(self, static: Event, redactor: Redactor | None = None, console: Callable[[Event], None] | None = None) -> None:
         self.clock = UtcClock()
-        self._second = -1
-        self._head = b""
+        self._second_head = (-1, b"")
         self.reset(static, redactor, console)
 
     def reset(self, static: Event, redactor: Redactor | None = None, console: Callable[[Event], None] | None = None) -> None:
@@ -282,14 +281,15 @@ class EcsJsonRenderer:
         if not tail_json:  # outside the except block, so exc_info=True still sees the caller's exception
             return self.render_event(level, message, fields, bound)
         micros = int(_now() * 1_000_000)
-        second = micros // 1_000_000
-        if second != self._second:
-            self._second = second
-            self._head = b'{"@timestamp":"' + time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second)).encode()
+        second, head = self._second_head  # one attribute: another thread never sees a half update
+        if micros // 1_000_000 != second:
+            second = micros // 1_000_000
+            head = b'{"@timestamp":"' + time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second)).encode()
+            self._second_head = (second, head)
         if len(tail_json) > 3:  # static fields, a comma, then the tail without its '{'
-            line = b"".join((self._head, _THOUSANDS_B[micros // 1000 % 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, static_json, tail_json[1:]))
+            line = b"".join((head, _THOUSANDS_B[micros // 1000 % 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, static_json, tail_json[1:]))
         else:  # no fields of its own: close after the static ones
-            line = b"".join((self._head, _THOUSANDS_B[micros // 1000 % 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, static_json[:-1], b"}\n"))
+            line = b"".join((head, _THOUSANDS_B[micros // 1000 % 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, static_json[:-1], b"}\n"))
         if len(line) > MAX_LINE_BYTES:
             return self.render_event(level, message, fields, bound)
         redactor = self.redactor
