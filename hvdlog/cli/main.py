@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "setup": "hvdlog.cli.setup:setup",
     "stalls": "hvdlog.cli.stalls:stalls",
     "stragglers": "hvdlog.cli.stragglers:stragglers",
+    "timeline": "hvdlog.cli.timeline:timeline",
 }
 
 

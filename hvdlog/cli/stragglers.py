@@ -6,7 +6,9 @@ import click
 
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer
+from hvdlog.cli.timeline_output import print_top, timeline_analyses
 from hvdlog.query.stragglers import STEP_EVENTS, stragglers as analyse
+from hvdlog.timeline.evidence import attach
 
 __all__ = ["stragglers"]
 
@@ -19,13 +21,22 @@ def _num(value: float | None, fmt: str = "g") -> str:
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @click.option("--min-lag", default=2, show_default=True, type=click.IntRange(min=1), help="Steps behind the median that flag a rank.")
 @click.option("--tolerance", default=0.25, show_default=True, type=click.FloatRange(0, 1), help="Rate this far below the median flags a rank.")
+@click.option("--timeline", "timelines", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A Horovod timeline file to use as evidence (repeatable); timelines under PATHs are found anyway.")
+@click.option("--no-timeline", is_flag=True, help="Ignore Horovod timelines (step events only).")
+@click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Also show the top N ranks and tensors by wait caused, from the timeline.")
 @source_options
-def stragglers(run: Run, min_lag: int, tolerance: float, **_: object) -> None:
+def stragglers(run: Run, min_lag: int, tolerance: float, timelines: tuple[str, ...], no_timeline: bool, top: int, **_: object) -> None:
     """Show each rank's progress and flag the ones behind.
 
-    Exit 0 when a straggler was flagged, 1 when none, 2 on an error.
+    Evidence: step events (last step, step rate, samples/s) and, when a Horovod timeline is
+    found under the PATHs, given with --timeline, or shipped to Elasticsearch, which rank the
+    collectives waited for. Exit 0 when a straggler was flagged, 1 when none, 2 on an error.
     """
     rows = analyse(run.documents(any_of=STEP_EVENTS), min_lag, tolerance)
+    analyses = {} if no_timeline else timeline_analyses(run, timelines)
+    attach(rows, analyses)
     printer = Printer(as_json=run.as_json)
     if not run.as_json and rows:
         printer.text(f"{'job':<24} {'rank':>4} {'last step':>9} {'steps/s':>8} {'samples/s':>10} {'lag':>5}  flag")
@@ -39,4 +50,6 @@ def stragglers(run: Run, min_lag: int, tolerance: float, **_: object) -> None:
             f"{_num(row.samples_per_sec):>10} {_num(row.lag_steps):>5}  {flag}",
             style="bold red" if row.outlier else None,
         )
+    for job, analysis in analyses.items() if top else ():
+        print_top(printer, job, analysis, top, run.as_json)
     run.exit(any(row.outlier for row in rows))

@@ -1,0 +1,35 @@
+"""``hvdlog timeline``: who made the collectives wait — ranks and tensors by wait caused."""
+
+from __future__ import annotations
+
+import click
+
+from hvdlog.cli.options import Run, fail, source_options
+from hvdlog.cli.output import Printer
+from hvdlog.cli.timeline_output import print_top, timeline_analyses
+from hvdlog.timeline.evidence import culprits
+
+__all__ = ["timeline"]
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--timeline", "timelines", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A timeline file (repeatable, in order for rotated segments); files under PATHs are found by content.")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=1), help="How many ranks and tensors to show.")
+@source_options
+def timeline(run: Run, timelines: tuple[str, ...], top: int, **_: object) -> None:
+    """Analyse Horovod timelines: per rank, how often it was last and the wait it caused; top tensors.
+
+    Timelines are found under the PATHs whatever their name (HOROVOD_TIMELINE,
+    horovodrun --timeline-filename, hvdlog.configure(timeline=True)). A file cut mid-event
+    (a killed job) is read up to the cut. Exit 0 when a rank is named as the one the others
+    waited for, 1 when none, 2 on an error.
+    """
+    analyses = timeline_analyses(run, timelines)
+    if not analyses:
+        fail("no Horovod timeline found: give the job directory or --timeline FILE (set HOROVOD_TIMELINE or configure(timeline=True) to record one)")
+    printer = Printer(as_json=run.as_json)
+    for job, analysis in sorted(analyses.items(), key=lambda item: str(item[0])):
+        print_top(printer, job, analysis, top, run.as_json)
+    run.exit(any(culprits(analysis) for analysis in analyses.values()))
