@@ -27,6 +27,7 @@ from hvdlog.fields import LEVELS
 from hvdlog.hooks import Hooks
 from hvdlog.processors import EcsJsonRenderer
 from hvdlog.secrets import Redactor, secret_values
+from hvdlog.timeline.capture import TimelineCapture, timeline_requested
 from hvdlog.watchdog import StallWatchdog
 from hvdlog.writer import RankFileWriter
 
@@ -49,6 +50,7 @@ class Configuration:
     hooks: Hooks | None = None
     capture: NativeCapture | None = None
     watchdog: StallWatchdog | None = None
+    timeline: TimelineCapture | None = None
 
     def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
         """Log one event outside structlog (hooks, watchdog): same renderer, same file."""
@@ -112,6 +114,7 @@ def configure(
     stall_repeat: float | None = None,
     install_hooks: bool = True,
     redact: bool = True,
+    timeline: bool | None = None,
 ) -> Configuration:
     """Set up rank-aware JSON logging for this process.
 
@@ -127,6 +130,8 @@ def configure(
         stall_repeat: seconds between repeated stall events (default: stall_after).
         install_hooks: route stdlib logging, warnings, uncaught exceptions and SIGTERM here.
         redact: replace values of secret-looking environment variables.
+        timeline: have Horovod write its timeline into this job's directory, rotated like the
+            files (``HVDLOG_TIMELINE=1``); call before ``hvd.init()``. See :mod:`hvdlog.timeline.capture`.
 
     .. versionadded:: 0.1.0
     """
@@ -184,12 +189,26 @@ def configure(
         config.hooks = Hooks(config.emit, max(LEVEL_NUMBERS[level], logging.DEBUG))
         config.hooks.install()
     _patch_horovod_init()
+    if timeline_requested(timeline):
+        config.timeline = _start_timeline(config, max_bytes, backups)
     if stall_after is not None:
         config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
         config.watchdog.on_tick = refresh_rank
         config.watchdog.start()
     _current = config
     return config
+
+
+def _start_timeline(config: Configuration, max_bytes: int, backups: int) -> TimelineCapture | None:
+    """Timeline capture into the job's directory; a failure is one warning event, never an exception."""
+    capture = TimelineCapture(config.path.parent, config.emit, max_bytes=max_bytes, backups=backups)
+    try:
+        capture.prepare()
+        capture.start()
+    except Exception as exc:  # noqa: BLE001 - logging must never stop training
+        config.emit("warning", "timeline capture not started", {"error.type": type(exc).__name__, "error.message": str(exc)})
+        return None
+    return capture
 
 
 def refresh_rank() -> None:
@@ -238,6 +257,8 @@ def shutdown() -> None:
         return
     if config.watchdog is not None:
         config.watchdog.stop()
+    if config.timeline is not None:
+        config.timeline.stop()
     if config.hooks is not None:
         config.hooks.uninstall()
     if config.capture is not None:

@@ -106,4 +106,4 @@ def read_events(stream: IO[bytes], stats: ReadStats | None = None) -> Iterator[d
             stats.events += 1
             stats.truncated = False
             yield obj
-    stats.unterminated = last_char != "]"
+    stats.unterminated = stats.truncated or last_char != "]"

@@ -1,0 +1,131 @@
+"""Training side: Horovod writes its timeline into the job's directory, bounded on disk.
+
+``hvdlog.configure(timeline=True)`` (or ``HVDLOG_TIMELINE=1``) sets ``HOROVOD_TIMELINE`` to
+``<root>/<job>/<host>/horovod-timeline.json`` before ``hvd.init()`` reads it (only the
+coordinator, rank 0, writes it). Unless the user set ``HOROVOD_CACHE_CAPACITY``, it also sets
+it to 0: with Horovod's response cache on, repeated negotiations record no per-rank readiness,
+and the timeline could not say which rank the others waited for.
+
+A timeline grows for as long as the job runs, so a thread on rank 0 checks its size every few
+seconds and, past ``max_bytes``, switches Horovod to a new segment with ``hvd.start_timeline``
+(``horovod-timeline.1.json``, ``.2``...), deleting the oldest beyond ``backups``: at most
+``(backups + 1) * max_bytes`` on disk, the newest events kept. A timeline the user asked for
+by their own means (``HOROVOD_TIMELINE`` already set) is left alone, and found by the CLI.
+Nothing here may raise into training: failures become one warning event.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["SEGMENT_PATTERN", "TIMELINE_FILE", "TimelineCapture", "timeline_requested"]
+
+TIMELINE_FILE: Final = "horovod-timeline.json"
+#: First segment ``horovod-timeline.json``, then ``horovod-timeline.<n>.json``.
+SEGMENT_PATTERN: Final = re.compile(r"^horovod-timeline(?:\.(\d+))?\.json$")
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+
+Emit = Callable[[str, str, dict[str, Any]], None]
+
+
+def timeline_requested(option: bool | None, env: dict[str, str] | None = None) -> bool:
+    """``configure(timeline=...)`` wins; else ``HVDLOG_TIMELINE`` (1/true/yes/on)."""
+    if option is not None:
+        return option
+    env = dict(os.environ) if env is None else env
+    return env.get("HVDLOG_TIMELINE", "").strip().lower() in _TRUE
+
+
+def _horovod_initialized() -> bool:
+    hvd = sys.modules.get("horovod.torch")
+    try:
+        return bool(hvd is not None and hvd.is_initialized())
+    except Exception:  # noqa: BLE001 - a half-loaded Horovod counts as not initialised
+        return False
+
+
+class TimelineCapture:
+    """Points Horovod's timeline into the job directory and keeps it within bounds."""
+
+    def __init__(self, directory: Path, emit: Emit, *, max_bytes: int, backups: int, check_seconds: float = 5.0) -> None:
+        self.directory = directory
+        self.emit = emit
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self.check_seconds = check_seconds
+        self.path: Path | None = None
+        self.owned = False
+        self.segments = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def prepare(self, env: dict[str, str] | os._Environ[str] = os.environ) -> None:  # type: ignore[type-arg]
+        """Set Horovod's environment (call before ``hvd.init()``); warn if it is too late."""
+        if env.get("HOROVOD_TIMELINE"):
+            self.path = Path(env["HOROVOD_TIMELINE"])
+            return
+        if _horovod_initialized():
+            self.emit("warning", "timeline requested after hvd.init(): Horovod reads HOROVOD_TIMELINE at init; "
+                      "call hvdlog.configure(timeline=True) before hvd.init(), or set HVDLOG_TIMELINE=1", {})
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / TIMELINE_FILE
+        env["HOROVOD_TIMELINE"] = str(self.path)
+        env.setdefault("HOROVOD_CACHE_CAPACITY", "0")
+        self.owned = True
+
+    def start(self) -> None:
+        """Start the size watch (only useful on the rank that writes, found once Horovod is up)."""
+        if not self.owned or self.max_bytes <= 0:
+            return
+        self._thread = threading.Thread(target=self._run, name="hvdlog-timeline", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the size watch (Horovod closes the file at its own shutdown)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.check_seconds):
+            try:
+                if not self.check():
+                    return
+            except Exception as exc:  # noqa: BLE001 - never reaches training; said once, then stop
+                self.emit("warning", "timeline size watch stopped", {"error.type": type(exc).__name__, "error.message": str(exc)})
+                return
+
+    def check(self) -> bool:
+        """One size check; rotates when due. False once this rank is known not to write the timeline."""
+        if not _horovod_initialized():
+            return True
+        hvd = sys.modules["horovod.torch"]
+        if hvd.rank() != 0:
+            return False
+        assert self.path is not None
+        current = self.directory / (TIMELINE_FILE if not self.segments else f"horovod-timeline.{self.segments}.json")
+        try:
+            size = current.stat().st_size
+        except FileNotFoundError:
+            return True
+        if size < self.max_bytes:
+            return True
+        self.segments += 1
+        hvd.start_timeline(str(self.directory / f"horovod-timeline.{self.segments}.json"))
+        self._prune()
+        return True
+
+    def _prune(self) -> None:
+        """Delete the oldest closed segments beyond ``backups``."""
+        numbered = sorted(
+            (int(m[1] or 0), p) for p in self.directory.iterdir() if (m := SEGMENT_PATTERN.match(p.name))
+        )
+        for _, path in numbered[: max(len(numbered) - (self.backups + 1), 0)]:
+            path.unlink(missing_ok=True)
