@@ -9,8 +9,10 @@ and the timeline could not say which rank the others waited for.
 A timeline grows for as long as the job runs, so a thread on rank 0 checks its size every few
 seconds and, past ``max_bytes``, switches Horovod to a new segment with ``hvd.start_timeline``
 (``horovod-timeline.1.json``, ``.2``...), deleting the oldest beyond ``backups``: at most
-``(backups + 1) * max_bytes`` on disk, the newest events kept. A timeline the user asked for
-by their own means (``HOROVOD_TIMELINE`` already set) is left alone, and found by the CLI.
+``(backups + 1) * max_bytes`` on disk, the newest events kept. The same thread turns the new
+events into documents for Elasticsearch (:mod:`hvdlog.timeline.export`), appended to
+``horovod-timeline.ndjson`` (rotated like the other files) for Filebeat. A timeline the user
+asked for by their own means (``HOROVOD_TIMELINE`` already set) is left alone, and found by the CLI.
 Nothing here may raise into training: failures become one warning event.
 """
 
@@ -64,6 +66,9 @@ class TimelineCapture:
         self.segments = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._follower: Any = None
+        self._writer: Any = None
+        self._lock = threading.Lock()
 
     def prepare(self, env: dict[str, str] | os._Environ[str] = os.environ) -> None:  # type: ignore[type-arg]
         """Set Horovod's environment (call before ``hvd.init()``); warn if it is too late."""
@@ -88,10 +93,16 @@ class TimelineCapture:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the size watch (Horovod closes the file at its own shutdown)."""
+        """Stop the size watch, export what is left (Horovod closes the file at its own shutdown)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=2)
+        try:
+            self._export()
+        except Exception:  # noqa: BLE001, S110 - shutdown of a logging helper must not raise
+            pass
+        if self._writer is not None:
+            self._writer.close()
 
     def _run(self) -> None:
         while not self._stop.wait(self.check_seconds):
@@ -109,8 +120,8 @@ class TimelineCapture:
         hvd = sys.modules["horovod.torch"]
         if hvd.rank() != 0:
             return False
-        assert self.path is not None
-        current = self.directory / (TIMELINE_FILE if not self.segments else f"horovod-timeline.{self.segments}.json")
+        current = self._segment(self.segments)
+        self._export()
         try:
             size = current.stat().st_size
         except FileNotFoundError:
@@ -118,9 +129,33 @@ class TimelineCapture:
         if size < self.max_bytes:
             return True
         self.segments += 1
-        hvd.start_timeline(str(self.directory / f"horovod-timeline.{self.segments}.json"))
+        hvd.start_timeline(str(self._segment(self.segments)))
+        self._export()  # the rest of the closed segment; the next poll starts the new one
+        self._follower = None
         self._prune()
         return True
+
+    def _segment(self, number: int) -> Path:
+        return self.directory / (TIMELINE_FILE if not number else f"horovod-timeline.{number}.json")
+
+    def _export(self) -> None:
+        """Append documents for what Horovod wrote since the last call (rank 0, owned timeline only)."""
+        if not self.owned or not _horovod_initialized() or sys.modules["horovod.torch"].rank() != 0:
+            return
+        with self._lock:
+            self._export_locked()
+
+    def _export_locked(self) -> None:
+        from hvdlog.timeline.export import EXPORT_FILE, TimelineFollower, documents, export_line, job_and_host
+        from hvdlog.writer import RankFileWriter
+
+        if self._follower is None:
+            self._follower = TimelineFollower(self._segment(self.segments))
+        if self._writer is None:
+            self._writer = RankFileWriter(self.directory / EXPORT_FILE, max_bytes=self.max_bytes, backups=self.backups)
+        job, host = job_and_host(self._follower.path)
+        for doc in documents(self._follower.poll(), job, host):
+            self._writer.write(export_line(doc))
 
     def _prune(self) -> None:
         """Delete the oldest closed segments beyond ``backups``."""
