@@ -51,6 +51,7 @@ DATASETS: Final = {
     "horovod.app": "structured JSON events written by hvdlog in the training processes",
     "horovod.core": "lines printed by Horovod's C++ core (log lines, stall inspector warnings)",
     "horovod.launcher": "anything else a rank printed: launcher output, Python tracebacks, prints",
+    "horovod.timeline": "negotiations and collective runs derived from Horovod's timeline (which rank the others waited for)",
 }
 
 #: Lower-case level names, in increasing severity (the values of ``log.level``).
@@ -102,6 +103,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("loss", "double", "hvdlog", "Training loss (averaged over ranks where the example does so).", 0.31),
     Field("lr", "double", "hvdlog", "Learning rate.", 0.01),
     Field("samples_per_sec", "double", "hvdlog", "Throughput of this rank.", 5120.0),
+    Field("step_seconds", "double", "hvdlog", "Wall time of this rank's whole step (collective waits included).", 0.31),
     Field(EXTRA, "flattened", "hvdlog", "Catch-all for keys this contract does not declare.", {"batch_size": 64}),
     # --- horovod: parsed from Horovod's own output, or detected by our watchdog -----
     Field("horovod.stall.missing_ranks", "integer", "horovod", "Ranks that had not joined the collective.", [1]),
@@ -113,6 +115,17 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("horovod.stall.source", "keyword", "horovod", "`inspector` (Horovod's message) or `watchdog` (ours).", "watchdog"),
     Field("horovod.stall.operation", "keyword", "horovod", "The collective waited in, when known (allreduce, broadcast, ...).", "allreduce"),
     Field("horovod.stall.stack", "text", "horovod", "Python stack of the stalled thread (watchdog).", "  File \"train.py\", line 80, in main ..."),
+    Field("horovod.timeline.tensor", "keyword", "horovod", "Tensor (collective) name in Horovod's timeline.", "allreduce.fc1.weight"),
+    Field("horovod.timeline.operation", "keyword", "horovod", "Collective: ALLREDUCE, BROADCAST, ALLGATHER...", "ALLREDUCE"),
+    Field("horovod.timeline.start_us", "long", "horovod", "Microseconds since the timeline started, when the record began.", 5745108),
+    Field("horovod.timeline.last_rank", "integer", "horovod", "The rank that became ready last in a negotiation (the one the others waited for).", 1),
+    Field("horovod.timeline.wait_seconds", "double", "horovod", "Seconds all other ranks were ready and waited for the last rank alone.", 0.131732),
+    Field("horovod.timeline.negotiation_seconds", "double", "horovod", "Length of the negotiation, first request seen to all ready.", 0.131734),
+    Field("horovod.timeline.ready_ranks", "integer", "horovod", "Ranks in the order they became ready.", [0, 1]),
+    Field("horovod.timeline.ready_seconds", "double", "horovod", "When each of ready_ranks became ready, seconds after the negotiation began.", [0.000002, 0.131734]),
+    Field("horovod.timeline.queue_seconds", "double", "horovod", "Seconds a collective run spent queued or waiting for data.", 0.000012),
+    Field("horovod.timeline.memcpy_seconds", "double", "horovod", "Seconds a collective run spent copying into and out of the fusion buffer.", 0.000014),
+    Field("horovod.timeline.communication_seconds", "double", "horovod", "Seconds a collective run spent communicating (MPI_ALLREDUCE, GLOO_ALLREDUCE...).", 0.000248),
     Field("horovod.launcher.stream", "keyword", "horovod", "stdout or stderr of the rank.", "stderr"),
     Field("horovod.launcher.job", "keyword", "horovod", "Open MPI job id from a `[job,rank]` tag.", "1"),
     Field("horovod.launcher.format", "keyword", "horovod", "Which launcher tag was seen: gloo, openmpi, mpich, none.", "gloo"),

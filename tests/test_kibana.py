@@ -43,6 +43,8 @@ EXPECTED_IDS = [
     ("lens", "hvdlog-events-by-level"),
     ("lens", "hvdlog-errors-by-rank-chart"),
     ("lens", "hvdlog-last-step-per-rank"),
+    ("lens", "hvdlog-who-made-the-collective-wait"),
+    ("lens", "hvdlog-step-time-per-rank"),
     ("dashboard", "hvdlog-horovod-training"),
 ]
 

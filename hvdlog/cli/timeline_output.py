@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from hvdlog.cli.options import Run, _warn
 from hvdlog.cli.output import Printer
 from hvdlog.timeline.analysis import TimelineAnalysis
 from hvdlog.timeline.evidence import culprits
-from hvdlog.timeline.load import from_paths
+from hvdlog.timeline.load import NEGOTIATIONS, from_documents, from_paths
 
 __all__ = ["print_top", "timeline_analyses"]
 
 
 def timeline_analyses(run: Run, explicit: Sequence[str] = ()) -> dict[str | None, TimelineAnalysis]:
-    """Timelines of the run's file PATHs and explicit files, by job."""
+    """Timelines of the run's file PATHs and explicit files, and timeline documents in Elasticsearch, by job."""
+    from hvdlog.query.es import ElasticsearchSource
     from hvdlog.query.files import FileSource
 
     search = [path for source in run.sources if isinstance(source, FileSource) for path in source.paths]
-    return from_paths(search, explicit, _warn)
+    analyses = from_paths(search, explicit, _warn)
+    for source in run.sources:
+        if isinstance(source, ElasticsearchSource):
+            for job, analysis in from_documents(source.search(replace(run.spec, ranks=None, any_of=NEGOTIATIONS))).items():
+                analysis.sources = [source.label]
+                analyses.setdefault(job, analysis)
+    return analyses
 
 
 def print_top(printer: Printer, job: str | None, analysis: TimelineAnalysis, top: int, as_json: bool) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "Bucket",
     "Chart",
     "Control",
+    "Average",
     "Count",
     "Dashboard",
     "DateHistogram",
@@ -28,6 +29,7 @@ __all__ = [
     "Metric",
     "Panel",
     "SavedSearch",
+    "Sum",
     "Terms",
     "level_query",
 ]
@@ -85,6 +87,22 @@ class Max:
 
 
 @dataclass(frozen=True, slots=True)
+class Sum:
+    """Sum of a numeric field."""
+
+    field: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Average:
+    """Mean of a numeric field."""
+
+    field: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
 class LastValue:
     """Value of a field in the latest document that has it (Lens ``last_value``)."""
 
@@ -94,7 +112,7 @@ class LastValue:
 
 
 Bucket = DateHistogram | Terms
-Metric = Count | Max | LastValue
+Metric = Count | Max | Sum | Average | LastValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +122,7 @@ class Chart:
     slug: str
     title: str
     description: str
-    kind: Literal["bar_stacked", "bar", "table"]
+    kind: Literal["bar_stacked", "bar", "line", "table"]
     buckets: tuple[Bucket, ...]
     metrics: tuple[Metric, ...]
     query: str = ""
@@ -225,6 +243,26 @@ CHARTS: Final = (
         query="_exists_:step",
         table_sort=(1, "asc"),
     ),
+    Chart(
+        "who-made-the-collective-wait",
+        "Who made the collective wait",
+        "From Horovod's timeline: seconds the other ranks waited, per rank that was ready last, over time."
+        " One rank dominating is the straggler; the rank's share is also in `hvdlog stragglers`.",
+        "bar_stacked",
+        (DateHistogram(), Terms("horovod.timeline.last_rank", "Last ready rank", size=100, order="key")),
+        (Sum("horovod.timeline.wait_seconds", "Wait caused (s)"),),
+        query='event.dataset:"horovod.timeline" AND _exists_:horovod.timeline.last_rank',
+    ),
+    Chart(
+        "step-time-per-rank",
+        "Step time per rank",
+        "Mean wall time of a training step, one line per rank (steps that log step_seconds)."
+        " In synchronous training the lines move together; a rank above the others is slow outside the collectives.",
+        "line",
+        (DateHistogram(), Terms("rank", "Rank", size=100, order="key")),
+        (Average("step_seconds", "Step time (s)"),),
+        query="_exists_:step_seconds",
+    ),
 )
 
 DASHBOARD: Final = Dashboard(
@@ -239,5 +277,7 @@ DASHBOARD: Final = Dashboard(
         Panel("last-step-per-rank", 0, 12, 16, 16),
         Panel("stall-warnings", 16, 12, 32, 16),
         Panel("latest-errors", 0, 28, 48, 16),
+        Panel("who-made-the-collective-wait", 0, 44, 24, 14),
+        Panel("step-time-per-rank", 24, 44, 24, 14),
     ),
 )

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from hvdlog.timeline.analysis import TimelineAnalysis, analyse_files
+from hvdlog.documents import Document
+from hvdlog.query.spec import Condition, job_of
+from hvdlog.timeline.analysis import TimelineAnalysis, analyse_files, summarise
 from hvdlog.timeline.discover import find_timelines
+from hvdlog.timeline.export import records_from_documents
 
-__all__ = ["from_paths"]
+__all__ = ["NEGOTIATIONS", "from_documents", "from_paths"]
+
+#: The stored documents an analysis needs: one per negotiation (hvdlog/timeline/export.py).
+NEGOTIATIONS = (Condition("event.action", ("negotiation",)),)
+
+
+def from_documents(docs: Iterable[Document]) -> dict[str | None, TimelineAnalysis]:
+    """Analyses by job from stored negotiation documents (Elasticsearch), in time order."""
+    by_job: dict[str | None, list[Document]] = {}
+    for doc in docs:
+        by_job.setdefault(job_of(doc), []).append(doc)
+    return {job: summarise(records_from_documents(job_docs)) for job, job_docs in by_job.items()}
 
 
 def from_paths(
