@@ -39,9 +39,12 @@ def print_top(printer: Printer, job: str | None, analysis: TimelineAnalysis, top
     printer.text(f"timeline of {job or 'the given files'}: {', '.join(analysis.sources)}{cut}")
     printer.text(
         f"  {analysis.negotiations} negotiations, {analysis.attributed} with per-rank readiness"
-        + (f"; {analysis.unattributed_seconds:.3g} s in cached negotiations name no rank "
-           "(HOROVOD_CACHE_CAPACITY=0 records them all)" if analysis.negotiations > analysis.attributed else "")
+        + (f"; {analysis.negotiations - analysis.attributed} answered from Horovod's response cache name no rank "
+           f"({analysis.unattributed_seconds:.3g} s; HOROVOD_CACHE_CAPACITY=0 records them all)" if analysis.negotiations > analysis.attributed else "")
     )
+    if analysis.open_negotiations:
+        missing = ", ".join(f"rank {rank} in {count}" for rank, count in sorted(analysis.open_missing.items(), key=lambda kv: -kv[1]))
+        printer.text(f"  {analysis.open_negotiations} negotiations still open when the timeline ends; not ready: {missing or 'unknown'}")
     printer.text(f"  {'rank':>4} {'last':>6} {'wait caused s':>13} {'median ms':>9} {'waited s':>9}  named")
     for row in analysis.top_ranks(top):
         median = "-" if row.wait_caused_median is None else f"{row.wait_caused_median * 1000:.3g}"

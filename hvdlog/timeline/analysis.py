@@ -198,6 +198,10 @@ class TimelineAnalysis:
     negotiations: int = 0
     attributed: int = 0
     unattributed_seconds: float = 0.0
+    #: Negotiations still open when the timeline ends (a hang, or a killed job), and per rank
+    #: how many of them it had not joined: the rank a hung job waits for.
+    open_negotiations: int = 0
+    open_missing: dict[int, int] = field(default_factory=dict)
     ranks: list[RankWait] = field(default_factory=list)
     tensors: list[TensorWait] = field(default_factory=list)
     #: Seconds per phase class (negotiation, queue, memcpy, communication), as the coordinator ran them.
@@ -227,6 +231,8 @@ class TimelineAnalysis:
             "negotiations": self.negotiations,
             "attributed": self.attributed,
             "unattributed_seconds": round(self.unattributed_seconds, 6),
+            "open_negotiations": self.open_negotiations,
+            "open_missing": {str(rank): count for rank, count in sorted(self.open_missing.items())},
             "ranks": [row.to_json() for row in self.ranks],
             "top_tensors": [t.to_json() for t in self.top_tensors(top)],
             "phases": {name: round(s, 6) for name, s in sorted(self.phases.items())},
@@ -338,6 +344,7 @@ def summarise(records: Iterable[Negotiation | OperationRun], analysis: TimelineA
     took_part: Counter[int] = Counter()
     tensors: dict[str, TensorWait] = {}
     phases: dict[str, float] = defaultdict(float)
+    still_open: list[Negotiation] = []
     for record in records:
         tensor = tensors.setdefault(record.tensor, TensorWait(record.tensor))
         if result.start_epoch_us is None and record.epoch_us is not None:
@@ -347,6 +354,9 @@ def summarise(records: Iterable[Negotiation | OperationRun], analysis: TimelineA
                 tensor.phases[activity] = tensor.phases.get(activity, 0.0) + seconds
                 phases[phase_class(activity)] += seconds
             continue
+        if record.end_us is None:
+            still_open.append(record)
+            continue
         result.negotiations += 1
         tensor.negotiations += 1
         seconds = record.seconds
@@ -354,9 +364,8 @@ def summarise(records: Iterable[Negotiation | OperationRun], analysis: TimelineA
             tensor.negotiation_seconds += seconds
             phases["negotiation"] += seconds
         last = record.last_rank
-        if last is None or record.end_us is None:
-            if seconds is not None and last is None:
-                result.unattributed_seconds += seconds
+        if last is None:
+            result.unattributed_seconds += seconds or 0.0
             continue
         result.attributed += 1
         tensor.attributed += 1
@@ -368,6 +377,10 @@ def summarise(records: Iterable[Negotiation | OperationRun], analysis: TimelineA
         for rank, ready_us in record.ready.items():
             took_part[rank] += 1
             waited[rank].add(ready_us, max(record.end_us, ready_us))
+    result.open_negotiations = len(still_open)
+    for record in still_open:
+        for rank in sorted(set(took_part) - set(record.ready)):
+            result.open_missing[rank] = result.open_missing.get(rank, 0) + 1
     wall = {rank: union.seconds() for rank, union in caused_wall.items()}
     total = sum(wall.values())
     result.ranks = [
