@@ -26,6 +26,7 @@ from hvdlog.capture import NativeCapture
 from hvdlog.fields import LEVELS
 from hvdlog.hooks import Hooks
 from hvdlog.processors import EcsJsonRenderer
+from hvdlog.resources import ResourceSampler, resources_interval
 from hvdlog.secrets import Redactor, secret_values
 from hvdlog.timeline.capture import TimelineCapture, timeline_requested
 from hvdlog.watchdog import StallWatchdog
@@ -51,6 +52,7 @@ class Configuration:
     capture: NativeCapture | None = None
     watchdog: StallWatchdog | None = None
     timeline: TimelineCapture | None = None
+    resources: ResourceSampler | None = None
 
     def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
         """Log one event outside structlog (hooks, watchdog): same renderer, same file."""
@@ -115,6 +117,7 @@ def configure(
     install_hooks: bool = True,
     redact: bool = True,
     timeline: bool | None = None,
+    resources: float | None = None,
 ) -> Configuration:
     """Set up rank-aware JSON logging for this process.
 
@@ -132,6 +135,8 @@ def configure(
         redact: replace values of secret-looking environment variables.
         timeline: have Horovod write its timeline into this job's directory, rotated like the
             files (``HVDLOG_TIMELINE=1``); call before ``hvd.init()``. See :mod:`hvdlog.timeline.capture`.
+        resources: seconds between ``resources`` events (CPU, memory, GPU) of this rank
+            (``HVDLOG_RESOURCES``); None or 0 disables. See :mod:`hvdlog.resources`.
 
     .. versionadded:: 0.1.0
     """
@@ -143,6 +148,7 @@ def configure(
         raise ValueError("stall_after must be a positive number of seconds, or None to disable the watchdog")
     if max_bytes < 0 or backups < 0:
         raise ValueError("max_bytes and backups must be zero or positive")
+    resources_every = resources_interval(resources)
     shutdown()
 
     info = _rank_info()
@@ -191,6 +197,9 @@ def configure(
     _patch_horovod_init()
     if timeline_requested(timeline):
         config.timeline = _start_timeline(config, max_bytes, backups)
+    if resources_every is not None:
+        config.resources = ResourceSampler(config.emit, resources_every, info.local_rank)
+        config.resources.start()
     if stall_after is not None:
         config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
         config.watchdog.on_tick = refresh_rank
@@ -259,6 +268,8 @@ def shutdown() -> None:
         config.watchdog.stop()
     if config.timeline is not None:
         config.timeline.stop()
+    if config.resources is not None:
+        config.resources.stop()
     if config.hooks is not None:
         config.hooks.uninstall()
     if config.capture is not None:

@@ -45,6 +45,7 @@ EXPECTED_IDS = [
     ("lens", "hvdlog-last-step-per-rank"),
     ("lens", "hvdlog-who-made-the-collective-wait"),
     ("lens", "hvdlog-step-time-per-rank"),
+    ("lens", "hvdlog-resources-per-rank"),
     ("dashboard", "hvdlog-horovod-training"),
 ]
 

@@ -21,6 +21,7 @@ import pytest
 from hvdlog.timeline.analysis import Negotiation, analyse_files, summarise
 from hvdlog.timeline.discover import find_timelines
 from hvdlog.timeline.evidence import culprits
+from hvdlog.timeline.export import records_from_documents
 from hvdlog.timeline.reader import ReadStats, looks_like_timeline, read_events
 
 HERE = Path(__file__).resolve().parent
@@ -172,15 +173,26 @@ def _assert_rank1_named(job_dir: Path) -> None:
 @pytest.mark.horovod
 class TestRealJobs:
     def test_gloo_configure_timeline(self, tmp_path: Path) -> None:
-        """HVDLOG_TIMELINE=1: Horovod writes into the job directory; stragglers names rank 1 with timeline evidence."""
+        """HVDLOG_TIMELINE=1: Horovod writes into the job directory; stragglers names rank 1 with timeline evidence.
+        With HVDLOG_RESOURCES=1 each rank also logs resources events, shown beside the lag."""
         result = subprocess.run(_command(tmp_path, "gloo-tl"), capture_output=True, text=True, timeout=240, check=False,
-                                env={**os.environ, "HVDLOG_TIMELINE": "1"})
+                                env={**os.environ, "HVDLOG_TIMELINE": "1", "HVDLOG_RESOURCES": "1"})
         assert result.returncode == 0, result.stderr[-3000:]
         (timeline,) = (tmp_path / "gloo-tl").glob("*/horovod-timeline.json")
         assert analyse_files([timeline]).attributed > 50
         _assert_rank1_named(tmp_path / "gloo-tl")
         top = _hvdlog("timeline", "--top", "3", str(tmp_path / "gloo-tl"))
         assert top.returncode == 0 and "YES: the others waited for it" in top.stdout, top.stdout + top.stderr
+        # Rank 0 exported the timeline live for Filebeat: the file's negotiations (but for the last few
+        # Horovod may write after hvdlog.shutdown()), naming the same rank.
+        (export,) = (tmp_path / "gloo-tl").glob("*/horovod-timeline.ndjson")
+        shipped = summarise(records_from_documents(map(orjson.loads, export.read_bytes().splitlines())))
+        whole = analyse_files([timeline])
+        assert whole.negotiations - 3 <= shipped.negotiations <= whole.negotiations
+        assert [r.rank for r in culprits(shipped)] == [1]
+        rows = {row["rank"]: row for row in map(orjson.loads, _hvdlog("stragglers", "--json", str(tmp_path / "gloo-tl")).stdout.splitlines())}
+        for rank in (0, 1):
+            assert rows[rank]["resources"]["samples"] >= 2 and rows[rank]["resources"]["rss_bytes_max"] > 50 * 2**20
 
     def test_mpi_timeline_filename_found_by_content(self, tmp_path: Path) -> None:
         """horovodrun --timeline-filename (any name under the job directory) is found and used, under MPI."""

@@ -52,6 +52,12 @@ def _app_docs() -> list[dict[str, Any]]:
                 "event.dataset": "horovod.app", "job": JOB, "rank": rank, "local_rank": rank, "size": 2, "host.name": "vm",
                 "step": step, "samples_per_sec": 900.0 if rank else 2400.0, "step_seconds": 0.13 + 0.01 * rank + 0.001 * step,
             }))
+            docs.append(expand({
+                "@timestamp": f"2026-11-30T14:43:{10 + step:02d}.{rank * 1000 + 500:06d}Z", "message": "resources", "log.level": "info",
+                "event.dataset": "horovod.app", "event.action": "resources", "job": JOB, "rank": rank, "host.name": "vm",
+                "resources.process.cpu_percent": 95.0 + rank * step, "resources.process.rss_bytes": 10**9 + rank * 10**6 + step,
+                "resources.host.memory_used_percent": 40.0 + step, "resources.gpu.status": "unavailable: nvidia-ml-py is not installed",
+            }))
     return docs
 
 
@@ -112,6 +118,19 @@ class TestOnElasticsearch:
                 sums[(_second(doc["@timestamp"]), doc["rank"])].append(doc["step_seconds"])
         assert got.keys() == sums.keys() and all(got[k] == pytest.approx(sum(v) / len(v)) for k, v in sums.items())
 
+    def test_resources_per_rank(self, es: Any, indexed: list[dict[str, Any]]) -> None:
+        """The table's query gives per rank the mean CPU %, the largest RSS, the mean host memory; no GPU figures here."""
+        lens = _lens("resources-per-rank")
+        response = es.search(index=f"logs-horovod.*-{NAMESPACE}", **lens_request(lens)).body
+        rows = {row["Rank"]: row for row in lens_rows(lens, response)}
+        for rank in (0, 1):
+            mine = [d["resources"] for d in indexed if d.get("event", {}).get("action") == "resources" and d["rank"] == rank]
+            assert rows[rank]["CPU % (mean)"] == pytest.approx(sum(r["process"]["cpu_percent"] for r in mine) / len(mine))
+            assert rows[rank]["RSS bytes (max)"] == max(r["process"]["rss_bytes"] for r in mine)
+            assert rows[rank]["Host memory % (mean)"] == pytest.approx(sum(r["host"]["memory_used_percent"] for r in mine) / len(mine))
+            assert rows[rank]["GPU % (mean)"] is None
+        assert sorted(rows) == [0, 1]
+
     def test_stragglers_from_elasticsearch(self, es_url: str, indexed: list[dict[str, Any]]) -> None:
         """`hvdlog stragglers --es` names rank 1 with timeline evidence, with the figures the file gives."""
         result = subprocess.run(
@@ -122,6 +141,7 @@ class TestOnElasticsearch:
         rows = {row["rank"]: row for row in map(orjson.loads, result.stdout.splitlines())}
         assert rows[1]["outlier"] and "timeline" in rows[1]["evidence"] and rows[1]["timeline"]["named"]
         assert not rows[0]["timeline"]["named"]
+        assert rows[1]["resources"]["samples"] == 10 and rows[1]["resources"]["rss_bytes_max"] == 10**9 + 10**6 + 10
         from_file = analyse_files([CAPTURE])
         for rank in (0, 1):
             expected = from_file.rank(rank).to_json()  # type: ignore[union-attr]

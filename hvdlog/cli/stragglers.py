@@ -8,6 +8,7 @@ from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer
 from hvdlog.cli.timeline_output import print_top, timeline_analyses
 from hvdlog.query.stragglers import STEP_EVENTS, stragglers as analyse
+from hvdlog.query.resources import RESOURCE_EVENTS, attach as attach_resources, figures as resource_figures, short
 from hvdlog.timeline.evidence import attach
 
 __all__ = ["stragglers"]
@@ -37,6 +38,7 @@ def stragglers(run: Run, min_lag: int, tolerance: float, timelines: tuple[str, .
     rows = analyse(run.documents(any_of=STEP_EVENTS), min_lag, tolerance)
     analyses = {} if no_timeline else timeline_analyses(run, timelines)
     attach(rows, analyses)
+    attach_resources(rows, resource_figures(run.documents(any_of=RESOURCE_EVENTS)))
     printer = Printer(as_json=run.as_json)
     if not run.as_json and rows:
         printer.text(f"{'job':<24} {'rank':>4} {'last step':>9} {'steps/s':>8} {'samples/s':>10} {'lag':>5}  flag")
@@ -45,6 +47,8 @@ def stragglers(run: Run, min_lag: int, tolerance: float, timelines: tuple[str, .
             printer.json(row.to_json())
             continue
         flag = "STRAGGLER: " + "; ".join(row.reasons) if row.outlier else ""
+        if row.resources:
+            flag = f"[{short(row.resources)}] {flag}".rstrip()
         printer.text(
             f"{str(row.job)[:24]:<24} {row.rank:>4} {_num(row.last_step):>9} {_num(row.steps_per_sec):>8} "
             f"{_num(row.samples_per_sec):>10} {_num(row.lag_steps):>5}  {flag}",

@@ -263,6 +263,23 @@ CHARTS: Final = (
         (Average("step_seconds", "Step time (s)"),),
         query="_exists_:step_seconds",
     ),
+    Chart(
+        "resources-per-rank",
+        "Resources per rank",
+        "From each rank's periodic resources events (configure(resources=...)): mean CPU % of its process,"
+        " largest resident memory, mean host memory in use and mean GPU utilisation. A straggler with a busy"
+        " CPU or a full host explains itself.",
+        "table",
+        (Terms("rank", "Rank", size=1000, order="key"),),
+        (
+            Average("resources.process.cpu_percent", "CPU % (mean)"),
+            Max("resources.process.rss_bytes", "RSS bytes (max)"),
+            Average("resources.host.memory_used_percent", "Host memory % (mean)"),
+            Average("resources.gpu.utilization_percent", "GPU % (mean)"),
+        ),
+        query="event.action:resources",
+        table_sort=(0, "asc"),
+    ),
 )
 
 DASHBOARD: Final = Dashboard(
@@ -279,5 +296,6 @@ DASHBOARD: Final = Dashboard(
         Panel("latest-errors", 0, 28, 48, 16),
         Panel("who-made-the-collective-wait", 0, 44, 24, 14),
         Panel("step-time-per-rank", 24, 44, 24, 14),
+        Panel("resources-per-rank", 0, 58, 48, 12),
     ),
 )

@@ -45,6 +45,8 @@ class RankProgress:
     evidence: list[str] = field(default_factory=list)
     #: This rank's figures from Horovod's timeline, when one was found.
     timeline: dict[str, Any] | None = None
+    #: This rank's CPU/memory/GPU figures from its ``resources`` events (:mod:`hvdlog.query.resources`).
+    resources: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields, for ``--json``."""
