@@ -20,10 +20,11 @@ once in ``resources.error``. Enable with ``hvdlog.configure(resources=10)`` or
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any, Final
+
+from hvdlog._periodic import Periodic
 
 __all__ = ["ResourceSampler", "resources_interval"]
 
@@ -95,15 +96,14 @@ class _Gpu:
         }
 
 
-class ResourceSampler:
+class ResourceSampler(Periodic):
     """A daemon thread logging one ``resources`` event every ``interval`` seconds."""
 
     def __init__(self, emit: Emit, interval: float, local_rank: int | None = None) -> None:
+        super().__init__()
         self.emit = emit
         self.interval = interval
         self.local_rank = local_rank
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._last_cpu = self._cpu_seconds()
         self._last_wall = time.monotonic()
         self._gpu: _Gpu | None = None
@@ -160,20 +160,15 @@ class ResourceSampler:
             self._gpu = _Gpu(self.local_rank)  # in the thread: NVML init can take a moment
         return self._gpu.sample()
 
+    def tick(self) -> bool:
+        """Log one event (an error is dropped; the next tick tries again)."""
+        self.emit("info", "resources", self.sample())
+        return True
+
     def start(self) -> None:
         """Start sampling (first event after one interval)."""
-        self._thread = threading.Thread(target=self._run, name="hvdlog-resources", daemon=True)
-        self._thread.start()
+        self.start_thread("hvdlog-resources")
 
     def stop(self) -> None:
         """Stop sampling."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.emit("info", "resources", self.sample())
-            except Exception:  # noqa: BLE001, S112 - never reaches training; the next tick tries again
-                continue
+        self.stop_thread()

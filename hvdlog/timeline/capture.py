@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from hvdlog._periodic import Periodic
+
 __all__ = ["SEGMENT_PATTERN", "TIMELINE_FILE", "TimelineCapture", "timeline_requested"]
 
 TIMELINE_FILE: Final = "horovod-timeline.json"
@@ -52,20 +54,19 @@ def _horovod_initialized() -> bool:
         return False
 
 
-class TimelineCapture:
+class TimelineCapture(Periodic):
     """Points Horovod's timeline into the job directory and keeps it within bounds."""
 
     def __init__(self, directory: Path, emit: Emit, *, max_bytes: int, backups: int, check_seconds: float = 5.0) -> None:
+        super().__init__()
         self.directory = directory
         self.emit = emit
         self.max_bytes = max_bytes
         self.backups = backups
-        self.check_seconds = check_seconds
+        self.interval = check_seconds
         self.path: Path | None = None
         self.owned = False
         self.segments = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._follower: Any = None
         self._writer: Any = None
         self._lock = threading.Lock()
@@ -89,14 +90,11 @@ class TimelineCapture:
         """Start the size watch (only useful on the rank that writes, found once Horovod is up)."""
         if not self.owned or self.max_bytes <= 0:
             return
-        self._thread = threading.Thread(target=self._run, name="hvdlog-timeline", daemon=True)
-        self._thread.start()
+        self.start_thread("hvdlog-timeline")
 
     def stop(self) -> None:
         """Stop the size watch, export what is left (Horovod closes the file at its own shutdown)."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=2)
+        self.stop_thread()
         try:
             self._export()
         except Exception:  # noqa: BLE001, S110 - shutdown of a logging helper must not raise
@@ -104,14 +102,14 @@ class TimelineCapture:
         if self._writer is not None:
             self._writer.close()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.check_seconds):
-            try:
-                if not self.check():
-                    return
-            except Exception as exc:  # noqa: BLE001 - never reaches training; said once, then stop
-                self.emit("warning", "timeline size watch stopped", {"error.type": type(exc).__name__, "error.message": str(exc)})
-                return
+    def tick(self) -> bool:
+        """One size check and export (the thread stops on ranks that do not write the timeline)."""
+        return self.check()
+
+    def on_error(self, exc: Exception) -> bool:
+        """Said once, then the watch stops (the timeline itself goes on, unbounded)."""
+        self.emit("warning", "timeline size watch stopped", {"error.type": type(exc).__name__, "error.message": str(exc)})
+        return False
 
     def check(self) -> bool:
         """One size check; rotates when due. False once this rank is known not to write the timeline."""
