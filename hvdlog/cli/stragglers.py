@@ -1,17 +1,29 @@
-"""``hvdlog stragglers``: per rank, last step, step rate and lag behind the median; outliers flagged."""
+"""``hvdlog stragglers``: per rank, last step, step rate and lag behind the median, timeline evidence and resources; outliers flagged."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import click
 
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer
 from hvdlog.cli.timeline_output import print_top, timeline_analyses
+from hvdlog.documents import Document
+from hvdlog.query.resources import RESOURCE_EVENTS, attach as attach_resources, figures as resource_figures, is_resources, short
 from hvdlog.query.stragglers import STEP_EVENTS, stragglers as analyse
-from hvdlog.query.resources import RESOURCE_EVENTS, attach as attach_resources, figures as resource_figures, short
 from hvdlog.timeline.evidence import attach
 
 __all__ = ["stragglers"]
+
+
+def _set_aside(docs: Iterator[Document], resources: list[Document]) -> Iterator[Document]:
+    """Every document but ``resources`` events, which go to ``resources``."""
+    for doc in docs:
+        if is_resources(doc):
+            resources.append(doc)
+        else:
+            yield doc
 
 
 def _num(value: float | None, fmt: str = "g") -> str:
@@ -35,10 +47,13 @@ def stragglers(run: Run, min_lag: int, tolerance: float, timelines: tuple[str, .
     found under the PATHs, given with --timeline, or shipped to Elasticsearch, which rank the
     collectives waited for. Exit 0 when a straggler was flagged, 1 when none, 2 on an error.
     """
-    rows = analyse(run.documents(any_of=STEP_EVENTS), min_lag, tolerance)
+    # One pass over the sources: step events for the analysis, resources events (few) set aside.
+    resources: list[Document] = []
+    docs = run.documents(any_of=STEP_EVENTS + RESOURCE_EVENTS)
+    rows = analyse(_set_aside(docs, resources), min_lag, tolerance)
     analyses = {} if no_timeline else timeline_analyses(run, timelines)
     attach(rows, analyses)
-    attach_resources(rows, resource_figures(run.documents(any_of=RESOURCE_EVENTS)))
+    attach_resources(rows, resource_figures(resources))
     printer = Printer(as_json=run.as_json)
     if not run.as_json and rows:
         printer.text(f"{'job':<24} {'rank':>4} {'last step':>9} {'steps/s':>8} {'samples/s':>10} {'lag':>5}  flag")

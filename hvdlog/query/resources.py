@@ -14,7 +14,7 @@ from typing import Any, Final
 from hvdlog.documents import Document, get_field
 from hvdlog.query.spec import Condition, job_of
 
-__all__ = ["RESOURCE_EVENTS", "attach", "figures"]
+__all__ = ["RESOURCE_EVENTS", "attach", "figures", "is_resources", "short"]
 
 #: What the figures need from a source.
 RESOURCE_EVENTS: Final = (Condition("event.action", ("resources",)),)
@@ -28,12 +28,17 @@ _MEDIANS: Final = {
 _MAXIMA: Final = {"rss_bytes_max": "resources.process.rss_bytes", "gpu_memory_used_bytes_max": "resources.gpu.memory_used_bytes"}
 
 
+def is_resources(doc: Document) -> bool:
+    """A ``resources`` event (they carry no step: the sampler thread is outside the step context)."""
+    return get_field(doc, "event.action") == "resources"
+
+
 def figures(docs: Iterable[Document]) -> dict[tuple[str | None, int], dict[str, Any]]:
     """(job, rank) -> samples count, medians and maxima of the resources events."""
     values: dict[tuple[str | None, int], dict[str, list[float]]] = {}
     for doc in docs:
         rank = doc.get("rank")
-        if not isinstance(rank, int) or get_field(doc, "event.action") != "resources":
+        if not isinstance(rank, int) or not is_resources(doc):
             continue
         bucket = values.setdefault((job_of(doc), rank), {"samples": []})
         bucket["samples"].append(1.0)
