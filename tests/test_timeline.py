@@ -141,6 +141,37 @@ class TestAnalysis:
         assert find_timelines([tmp_path]) == {"job-7": [tmp_path / "job-7" / "my_trace"]}
 
 
+class TestCommand:
+    def test_timeline_names_rank_1(self) -> None:
+        """`hvdlog timeline FILE --json`: the analysis with the named rank; exit 0."""
+        result = _hvdlog("timeline", "--json", str(NOCACHE))
+        assert result.returncode == 0, result.stderr
+        (report,) = map(orjson.loads, result.stdout.splitlines())
+        assert report["named_ranks"] == [1] and report["timeline"]["attributed"] == report["timeline"]["negotiations"]
+
+    def test_cached_timeline_names_nobody(self) -> None:
+        """With the response cache on, nobody is named (exit 1) and the text says how to record more."""
+        result = _hvdlog("timeline", str(CACHED))
+        assert result.returncode == 1, result.stderr
+        assert "response cache name no rank" in result.stdout and "HOROVOD_CACHE_CAPACITY=0" in result.stdout
+
+    def test_export(self, tmp_path: Path) -> None:
+        """`--export`: one NDJSON document per finished negotiation and run, with the job given."""
+        out = tmp_path / "out.ndjson"
+        result = _hvdlog("timeline", "--job", "j1", "--export", str(out), str(NOCACHE))
+        assert result.returncode == 0, result.stderr
+        docs = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+        analysis = analyse_files([NOCACHE])
+        assert sum(d["event.action"] == "negotiation" for d in docs) == analysis.negotiations
+        assert {d["job"] for d in docs} == {"j1"} and {d["event.dataset"] for d in docs} == {"horovod.timeline"}
+
+    def test_no_timeline_is_an_error(self, tmp_path: Path) -> None:
+        """A directory without a timeline: exit 2 and a sentence saying how to record one."""
+        (tmp_path / "x.log").write_text("hello\n")
+        result = _hvdlog("timeline", str(tmp_path))
+        assert result.returncode == 2 and "no Horovod timeline found" in result.stderr
+
+
 # --- real horovodrun jobs ------------------------------------------------------------------
 
 REPO = HERE.parent
