@@ -71,8 +71,8 @@ def job_part(steps: int, rounds: int) -> None:
     cpus: dict[str, list[float]] = {name: [] for name in CONFIGS}
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(rounds):
-            for name, env in CONFIGS.items():
-                job = f"r{round_}-{name.replace(' ', '_').replace('(', '').replace(')', '')}"
+            for index, (name, env) in enumerate(CONFIGS.items()):
+                job = f"r{round_}-c{index}"
                 times, cpu = one_job(Path(tmp), job, steps, env)
                 medians[name].append(statistics.median(times))
                 cpus[name].append(cpu)

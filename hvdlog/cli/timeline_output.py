@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from hvdlog.cli.options import Run, _warn
 from hvdlog.cli.output import Printer
+from hvdlog.query.source import SourceError
 from hvdlog.timeline.analysis import TimelineAnalysis
 from hvdlog.timeline.evidence import culprits
 from hvdlog.timeline.load import NEGOTIATIONS, from_documents, from_paths
@@ -21,9 +22,16 @@ def timeline_analyses(run: Run, explicit: Sequence[str] = ()) -> dict[str | None
 
     search = [path for source in run.sources if isinstance(source, FileSource) for path in source.paths]
     analyses = from_paths(search, explicit, _warn)
+    # Negotiation documents carry no rank, step, level or message pattern: only job, host and time filter them.
+    spec = replace(run.spec, ranks=None, steps=None, min_level=None, pattern=None, any_of=NEGOTIATIONS)
     for source in run.sources:
         if isinstance(source, ElasticsearchSource):
-            for job, analysis in from_documents(source.search(replace(run.spec, ranks=None, any_of=NEGOTIATIONS))).items():
+            try:
+                found = from_documents(source.search(spec))
+            except SourceError as exc:
+                _warn(f"{source.label}: timeline documents not read ({exc})")
+                continue
+            for job, analysis in found.items():
                 analysis.sources = [source.label]
                 analyses.setdefault(job, analysis)
     return analyses

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+
 from hvdlog.documents import Document
 from hvdlog.query.spec import Condition, job_of
 from hvdlog.timeline.analysis import TimelineAnalysis, analyse_files, summarise
