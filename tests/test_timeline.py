@@ -127,6 +127,14 @@ class TestAnalysis:
         assert analysis.rank(1).wait_caused_seconds == pytest.approx(0.001007, abs=1e-6)  # type: ignore[union-attr]
         assert sum(t.total_wait_caused for t in analysis.tensors) == pytest.approx(0.008)
 
+    def test_wall_clock_union_ignores_order(self) -> None:
+        """The same negotiations in file order (by end) or Elasticsearch order (by start) give the same figures."""
+        records = [Negotiation(f"t{i}", "ALLREDUCE", i * 7, i * 7 + 40 + (i % 3) * 30, ready={0: i * 7, 1: i * 7 + 40 + (i % 3) * 30}) for i in range(30)]
+        by_end = summarise(sorted(records, key=lambda r: r.end_us or 0))
+        by_start = summarise(sorted(records, key=lambda r: r.start_us))
+        assert [r.to_json() for r in by_end.ranks] == [r.to_json() for r in by_start.ranks]
+        assert by_end.rank(1).wait_caused_seconds == pytest.approx((29 * 7 + 40 + 60) / 1e6)  # type: ignore[union-attr]
+
     def test_balanced_job_names_nobody(self) -> None:
         """Ranks taking turns at being last: no culprit."""
         records = [Negotiation("g", "ALLREDUCE", i * 10_000, i * 10_000 + 20_000, ready={0: i * 10_000 + 20_000 * (i % 2), 1: i * 10_000 + 20_000 * (1 - i % 2)}) for i in range(40)]

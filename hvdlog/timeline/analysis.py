@@ -240,32 +240,33 @@ class TimelineAnalysis:
 
 
 class _Union:
-    """Length of a union of intervals that arrive almost in order (negotiations end in order)."""
+    """Length of a union of intervals, whatever order they arrive in (files: by end; Elasticsearch: by start).
 
-    __slots__ = ("end", "start", "total")
+    Intervals are kept in two compact arrays (16 bytes each) and merged once, sorted, at the end.
+    """
+
+    __slots__ = ("ends", "starts")
 
     def __init__(self) -> None:
-        self.start: int | None = None
-        self.end = 0
-        self.total = 0
+        self.starts: array[int] = array("q")
+        self.ends: array[int] = array("q")
 
     def add(self, start: int, end: int) -> None:
-        if self.start is not None and start <= self.end:
-            if start < self.start:
-                self.start = start
-            self.end = max(self.end, end)
-            return
-        self.close()
-        self.start, self.end = start, end
-
-    def close(self) -> None:
-        if self.start is not None:
-            self.total += self.end - self.start
-            self.start = None
+        self.starts.append(start)
+        self.ends.append(end)
 
     def seconds(self) -> float:
-        self.close()
-        return self.total / 1e6
+        total, current_start, current_end = 0, None, 0
+        for start, end in sorted(zip(self.starts, self.ends)):
+            if current_start is not None and start <= current_end:
+                current_end = max(current_end, end)
+                continue
+            if current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        if current_start is not None:
+            total += current_end - current_start
+        return total / 1e6
 
 
 class _Builder:
