@@ -2,7 +2,8 @@
 
 structlog's generic path (``_proxy_to_logger`` -> ``_process_event`` -> processors ->
 wrapped logger) costs about as much as rendering itself. Our chain is one processor,
-so each enabled level method calls it and the writer directly; ``bind()``/``new()``
+so each enabled level method calls it and the writer directly (neither raises: a
+bad format string or an unrenderable value gives a minimal event naming the failure); ``bind()``/``new()``
 and the processor path (``log.log(...)``) still come from structlog. Disabled levels are
 static no-ops: the call costs what a plain function call costs.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from hvdlog.processors import METHOD_LEVELS, EcsJsonRenderer
+from hvdlog.renderer import METHOD_LEVELS, EcsJsonRenderer
 
 __all__ = ["make_bound_logger_class"]
 
@@ -31,13 +32,18 @@ def _direct(level: str, renderer: EcsJsonRenderer, exc_info: bool) -> Callable[.
     render = renderer.render
 
     def method(self: Any, event: Any, *args: Any, **kw: Any) -> None:
-        if args:
-            event = event % args
-        if self._context:
-            kw = {**self._context, **kw}
-        if exc_info:
-            kw.setdefault("exc_info", True)
-        self._logger.write(render(level, event, kw))
+        # No exception leaves a log call: the try costs nothing until something raises.
+        try:
+            if args:
+                event = event % args
+            if self._context:
+                kw = {**self._context, **kw}
+            if exc_info:
+                kw.setdefault("exc_info", True)
+            line = render(level, event, kw)
+        except Exception as exc:  # noqa: BLE001 - logging must never raise into training code
+            line = renderer.failure(level, event, exc)
+        self._logger.write(line)  # the writer never raises either
 
     method.__name__ = level
     return method

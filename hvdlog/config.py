@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,17 +26,14 @@ from hvdlog._logger import LEVEL_NUMBERS, make_bound_logger_class
 from hvdlog.capture import NativeCapture
 from hvdlog.fields import LEVELS
 from hvdlog.hooks import Hooks
-from hvdlog.processors import EcsJsonRenderer
+from hvdlog.renderer import EcsJsonRenderer
 from hvdlog.resources import ResourceSampler, resources_interval
 from hvdlog.secrets import Redactor, secret_values
 from hvdlog.timeline.capture import TimelineCapture, timeline_requested
 from hvdlog.watchdog import StallWatchdog
-from hvdlog.writer import RankFileWriter
+from hvdlog.writer import RankFileWriter, foreign_owner, make_private_dirs
 
 __all__ = ["Configuration", "configure", "default_job_id", "get_logger", "refresh_rank", "shutdown"]
-
-_JOB_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
 
 @dataclass
 class Configuration:
@@ -55,9 +53,23 @@ class Configuration:
     resources: ResourceSampler | None = None
 
     def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
-        """Log one event outside structlog (hooks, watchdog): same renderer, same file."""
-        if LEVEL_NUMBERS[level] >= LEVEL_NUMBERS[self.level]:
-            self.writer.write(self.renderer.render(level, message, fields))
+        """Log one event outside structlog (hooks, watchdog, capture): same renderer, same
+        file; never raises."""
+        if LEVEL_NUMBERS.get(level, 20) >= LEVEL_NUMBERS[self.level]:
+            self.writer.write(self.renderer.render_safely(level, message, fields))
+
+    def try_emit(self, level: str, message: str, fields: dict[str, Any]) -> bool:
+        """:meth:`emit` for a caller that keeps the event and retries when it could not be
+        written (the capture's drop counts): False then, and not counted as dropped."""
+        return self.writer.write(self.renderer.render_safely(level, message, fields), count_drop=False)
+
+    def dropped_note(self, count: int, reason: str) -> bytes:
+        """The ``log_dropped`` line the writer puts before the first line that gets through."""
+        return self.renderer.render_safely(
+            "warning",
+            f"{count} log lines were dropped ({reason})",
+            {"event.action": "log_dropped", "event.reason": reason, "log.dropped": count},
+        )
 
 
 _current: Configuration | None = None
@@ -76,28 +88,36 @@ def default_job_id(env: dict[str, str] | None = None, script: str | None = None)
     """
     env = dict(os.environ) if env is None else env
     if env.get("HVDLOG_JOB"):
-        return _JOB_SAFE.sub("-", env["HVDLOG_JOB"])
-    stem = Path(script or (sys.argv[0] if sys.argv and sys.argv[0] else "python")).stem or "python"
+        return layout.safe_job_id(env["HVDLOG_JOB"])
+    stem = Path(script or (sys.argv[0] if sys.argv and sys.argv[0] else "python")).stem.lstrip("-.") or "python"
     for key in ("SLURM_JOB_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "HOROVOD_GLOO_RENDEZVOUS_PORT"):
         if env.get(key):
-            return _JOB_SAFE.sub("-", f"{stem}-{time.strftime('%Y%m%d')}-{env[key]}")
-    return _JOB_SAFE.sub("-", f"{stem}-{time.strftime('%Y%m%d-%H%M')}")
+            return layout.safe_job_id(f"{stem}-{time.strftime('%Y%m%d')}-{env[key]}")
+    return layout.safe_job_id(f"{stem}-{time.strftime('%Y%m%d-%H%M')}")
 
 
 def _rank_info() -> _rank.RankInfo:
     return _rank.from_horovod() or _rank.from_environment()
 
 
-def _console_sink(fd: int):  # noqa: ANN202 - a closure over the console fd
-    """A short human line per event, for a person watching rank 0's terminal."""
+#: Set by shutdown() before the console fd (a dup kept by the capture) is closed.
+console_off = threading.Event()
+
+
+def _console_sink(fd: int, redactor: Redactor | None):  # noqa: ANN202 - a closure over the console fd
+    """A short human line per event, for a person watching rank 0's terminal (secrets redacted too)."""
+    console_off.clear()
 
     def write(event: dict[str, Any]) -> None:
+        if console_off.is_set():
+            return
         step = event.get("step")
         where = f"rank {event.get('rank')}" + (f" step {step}" if step is not None else "")
         line = f"{event['@timestamp'][11:23]} {event['log.level'].upper():8} [{where}] {event['message']}\n"
         try:
-            os.write(fd, line.encode(errors="replace"))
-        except OSError:
+            data = line.encode(errors="replace")
+            os.write(fd, redactor(data) if redactor else data)
+        except Exception:  # noqa: BLE001 - the console is a courtesy, never a failure
             pass
 
     return write
@@ -153,21 +173,30 @@ def configure(
 
     info = _rank_info()
     host = socket.gethostname()
-    job_id = _JOB_SAFE.sub("-", job) if job else default_job_id()
+    job_id = layout.safe_job_id(job) if job else default_job_id()
     root_dir = Path(root or os.environ.get("HVDLOG_ROOT") or layout.DEFAULT_ROOT)
     rank_for_path = info.rank if info.rank is not None else f"unknown-pid{os.getpid()}"
     path = layout.rank_file(root_dir, job_id, host, rank_for_path)  # type: ignore[arg-type]
 
+    refusal = foreign_owner(root_dir, path.parent)
     capture = None
-    if capture_native:
+    if capture_native and refusal is None:
         capture = NativeCapture(
             layout.rank_file(root_dir, job_id, host, rank_for_path, "stdout"),  # type: ignore[arg-type]
             layout.rank_file(root_dir, job_id, host, rank_for_path, "stderr"),  # type: ignore[arg-type]
             max_bytes=max_bytes,
             backups=backups,
+            redact=redact,
         )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        capture.start()
+        try:
+            make_private_dirs(path.parent)
+        except OSError:
+            pass  # read-only or full: the writers say so, and retry
+        try:
+            capture.start()
+        except Exception as exc:  # noqa: BLE001 - no fd, no process (EMFILE, EAGAIN): log without it
+            _say(f"hvdlog: native output is not captured (cannot start the capture process: {exc})")
+            capture = None
 
     static = {
         "host.name": host,
@@ -180,9 +209,10 @@ def configure(
     console_fd = capture.console_fd(2) if capture else 2
     redactor = Redactor(secret_values()) if redact else None
     renderer = _RENDERER
-    renderer.reset(static, redactor, _console_sink(console_fd) if show_console else None)
+    renderer.reset(static, redactor, _console_sink(console_fd, redactor) if show_console else None)
     writer = _WRITER
-    writer.open(path, max_bytes=max_bytes, backups=backups)
+    writer.console_fd = console_fd
+    writer.open(path, max_bytes=max_bytes, backups=backups, refuse=refusal)
 
     structlog.configure(
         processors=[renderer],
@@ -191,6 +221,9 @@ def configure(
         cache_logger_on_first_use=True,
     )
     config = Configuration(path=path, job=job_id, host=host, level=level, static=static, writer=writer, renderer=renderer, capture=capture)
+    writer.drop_note = config.dropped_note
+    if capture is not None:
+        capture.emit, capture.try_emit = config.emit, config.try_emit
     if install_hooks:
         config.hooks = Hooks(config.emit, max(LEVEL_NUMBERS[level], logging.DEBUG))
         config.hooks.install()
@@ -199,11 +232,19 @@ def configure(
         config.timeline = _start_timeline(config, max_bytes, backups)
     if resources_every is not None:
         config.resources = ResourceSampler(config.emit, resources_every, info.local_rank)
-        config.resources.start()
+        try:
+            config.resources.start()
+        except RuntimeError as exc:  # "can't start new thread": train without the sampler
+            _say(f"hvdlog: resources sampler not started: {exc}")
+            config.resources = None
     if stall_after is not None:
         config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
         config.watchdog.on_tick = refresh_rank
-        config.watchdog.start()
+        try:
+            config.watchdog.start()
+        except RuntimeError as exc:  # "can't start new thread": train without the watchdog
+            _say(f"hvdlog: stall watchdog not started: {exc}")
+            config.watchdog = None
     _current = config
     return config
 
@@ -259,20 +300,36 @@ def get_logger(*args: Any, **initial: Any) -> Any:
 
 
 def shutdown() -> None:
-    """Stop the watchdog, remove hooks, restore fds and close files (idempotent)."""
+    """Stop the watchdog, remove hooks, restore fds and close files (idempotent).
+
+    Returns in well under a second, even when children still hold the capture pipes
+    (what they write later still reaches the console and the files); never raises.
+    """
     global _current  # noqa: PLW0603
     config, _current = _current, None
     if config is None:
         return
-    if config.watchdog is not None:
-        config.watchdog.stop()
-    if config.timeline is not None:
-        config.timeline.stop()
-    if config.resources is not None:
-        config.resources.stop()
-    if config.hooks is not None:
-        config.hooks.uninstall()
-    if config.capture is not None:
-        config.capture.stop()
-    structlog.reset_defaults()
-    config.writer.close()
+    steps = [
+        lambda: config.watchdog.stop(timeout=0.2) if config.watchdog is not None else None,
+        lambda: config.timeline.stop() if config.timeline is not None else None,
+        lambda: config.resources.stop() if config.resources is not None else None,
+        lambda: config.hooks.uninstall() if config.hooks is not None else None,
+        console_off.set,
+        lambda: setattr(config.writer, "console_fd", 2),
+        lambda: config.capture.stop() if config.capture is not None else None,
+        structlog.reset_defaults,
+        config.writer.close,
+    ]
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - shutting logging down must not fail training
+            _say(f"hvdlog: during shutdown: {type(exc).__name__}: {exc}")
+
+
+def _say(message: str) -> None:
+    """A one-off diagnostic on the process's stderr, whatever state it is in."""
+    try:
+        os.write(2, (message + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass

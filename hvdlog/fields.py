@@ -77,6 +77,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("log.origin.file.line", "long", "ecs", "Line in that source file.", 79),
     Field("log.origin.function", "keyword", "ecs", "Function that emitted the event.", "train_step"),
     Field("log.file.path", "keyword", "ecs", "The file the line was read from.", "/logs/job-1/node1/rank-0.jsonl"),
+    Field("log.dropped", "long", "hvdlog", "Lines that could not be written (disk full, read-only, capture restarted), on the `log_dropped` event written once writing works again.", 1234),
     Field("host.name", "keyword", "ecs", "Host the rank ran on.", "node1"),
     Field("process.pid", "long", "ecs", "PID of the rank's process.", 4242),
     Field("process.exit_code", "long", "ecs", "Exit status of a rank, as horovodrun reports it.", 1),

@@ -17,7 +17,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from hvdlog.context import progress_state
-from hvdlog.processors import level_name
+from hvdlog.renderer import level_name
 
 __all__ = ["Hooks", "StdlibHandler"]
 

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Final, NamedTuple
 
-__all__ = ["DEFAULT_ROOT", "KINDS", "PATH_PATTERN", "RankFile", "parse_path", "rank_file"]
+__all__ = ["DEFAULT_ROOT", "KINDS", "PATH_PATTERN", "RankFile", "parse_path", "rank_file", "safe_job_id"]
 
 #: Used when neither ``configure(root=...)`` nor ``HVDLOG_ROOT`` says otherwise.
 DEFAULT_ROOT: Final = "hvdlog-logs"
@@ -23,6 +23,15 @@ KINDS: Final = {"events": "jsonl", "stdout": "stdout.log", "stderr": "stderr.log
 PATH_PATTERN: Final = re.compile(
     r"(?:^|/)(?P<job>[^/]+)/(?P<host>[^/]+)/rank-(?P<rank>\d+)\.(?P<suffix>jsonl|stdout\.log|stderr\.log)(?:\.\d+)?$"
 )
+
+
+_JOB_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def safe_job_id(job: str) -> str:
+    """``job`` as one path component: unsafe runs become ``-``; never starting with ``-`` or
+    ``.`` (``python -c`` would give ``-c-...``, an option to every tool; ``..`` a parent)."""
+    return _JOB_UNSAFE.sub("-", job).lstrip("-.") or "job"
 
 
 class RankFile(NamedTuple):

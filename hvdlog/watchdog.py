@@ -87,6 +87,7 @@ class StallWatchdog(threading.Thread):
         self._stop_event = threading.Event()
         self.on_tick: Callable[[], None] | None = None
         self._stall_step: int | None = None
+        self.failures = 0
 
     def stop(self, timeout: float = 2.0) -> None:
         """Finish the thread (reporting a stall that just resolved) and wait for it."""
@@ -98,20 +99,35 @@ class StallWatchdog(threading.Thread):
         stall_started_at: float | None = None  # the progress mark the current stall began after
         last_report = 0.0
         while not self._stop_event.wait(self.poll):
-            if self.on_tick is not None:
-                self.on_tick()
-            stall_started_at = self._check_resolved(stall_started_at)
-            now = time.monotonic()
-            idle = now - progress_state.last
-            threshold = self.after if progress_state.step is not None else self.after * STARTUP_FACTOR
-            if idle >= threshold and (stall_started_at is None or now - last_report >= self.repeat):
-                if stall_started_at is None:
-                    stall_started_at = progress_state.last
-                    self._stall_step = progress_state.step
-                self._report_stall(idle)
-                last_report = now
+            try:  # no error (a full disk, a failing hook) may end the watch: the next tick retries
+                if self.on_tick is not None:
+                    self.on_tick()
+                stall_started_at = self._check_resolved(stall_started_at)
+                now = time.monotonic()
+                idle = now - progress_state.last
+                threshold = self.after if progress_state.step is not None else self.after * STARTUP_FACTOR
+                if idle >= threshold and (stall_started_at is None or now - last_report >= self.repeat):
+                    if stall_started_at is None:
+                        stall_started_at = progress_state.last
+                        self._stall_step = progress_state.step
+                    last_report = now
+                    self._report_stall(idle)
+            except Exception as exc:  # noqa: BLE001
+                self._tick_failed(exc)
         # Stopping right after progress resumed (the job's last steps) still closes the episode.
-        self._check_resolved(stall_started_at)
+        try:
+            self._check_resolved(stall_started_at)
+        except Exception as exc:  # noqa: BLE001
+            self._tick_failed(exc)
+
+    def _tick_failed(self, exc: Exception) -> None:
+        """Count the failure; say it once on stderr."""
+        self.failures += 1
+        if self.failures == 1:
+            try:
+                os.write(2, f"hvdlog: stall watchdog: {type(exc).__name__}: {exc} (still watching)\n".encode("utf-8", "replace"))
+            except OSError:
+                pass
 
     def _check_resolved(self, stall_started_at: float | None) -> float | None:
         """Report the end of a stall once progress moved past its start; None when resolved."""

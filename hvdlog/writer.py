@@ -1,78 +1,324 @@
-"""Per-rank file writer: one ``os.write`` per line, size-based rotation by rename.
+"""Per-rank file writer: whole lines or nothing, never an exception to the caller.
 
 A line reaches the kernel when it is logged (no user-space buffer), so a rank killed
 with SIGKILL loses nothing it logged. Rotation renames ``f`` -> ``f.1`` -> ``f.2``...
-and reopens ``f``; Filebeat's filestream follows renamed files by inode.
+between two writes, so it never splits a line; Filebeat's filestream follows renamed
+files by inode.
+
+Faults (disk full, read-only or vanished directory, quota, I/O error) never reach the
+caller: a short write is truncated back so no fragment stays in the file, the line is
+counted as dropped, the console is told once, and the next write that works first
+writes a ``log_dropped`` note (``drop_note``) with the count. Files are opened with
+``O_NOFOLLOW`` and created 0640 (directories 0750), the umask applying on top.
 
 One writer object lives for the whole process and is re-pointed by ``open()``: loggers
-that structlog cached keep working across ``configure()`` calls. While closed, lines go
-to stderr instead of being lost.
+that structlog cached keep working across ``configure()`` calls. While closed, or when
+the file cannot be opened, lines go to the console's stderr instead of being lost.
+
+Stdlib only: the capture process loads this file by path.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
+import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["RankFileWriter"]
+__all__ = ["DIR_MODE", "FILE_MODE", "RankFileWriter", "foreign_owner", "make_private_dirs"]
 
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+FILE_MODE = 0o640
+DIR_MODE = 0o750
 _STDERR = 2
+_REOPEN_EVERY = 1.0  # seconds between attempts to (re)open a file that could not be opened
+
+
+def make_private_dirs(path: Path) -> None:
+    """``mkdir -p`` with mode 0750 for every directory we create (the umask still applies;
+    ``Path.mkdir(parents=True)`` would make the parents 0777 & ~umask)."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
+
+
+def foreign_owner(root: Path, directory: Path) -> str | None:
+    """Why ``root`` (or a directory between it and ``directory``) must not be used: it
+    belongs to another non-root user, who could plant links or read our files. None if fine."""
+    me = os.geteuid() if hasattr(os, "geteuid") else 0
+    candidates = [root]
+    try:
+        candidates += [root / part for part in directory.relative_to(root).parts]
+    except ValueError:
+        pass
+    for index, candidate in enumerate(candidates):
+        try:
+            info = os.stat(candidate) if index == 0 else os.lstat(candidate)
+        except OSError:
+            break  # not there yet: we will create it (and own it)
+        if info.st_uid not in (0, me):
+            return f"{candidate} belongs to another user (uid {info.st_uid})"
+    return None
+
+
+def _errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, "OSError")
+
+
+_WRITERS: weakref.WeakSet[RankFileWriter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A fork (DataLoader workers) while another thread held a writer's lock must not leave
+    the child's writer locked forever."""
+    for writer in list(_WRITERS):
+        writer._lock = threading.RLock()  # noqa: SLF001
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RankFileWriter:
-    """Appends whole lines to a file; structlog calls it as the wrapped logger."""
+    """Appends whole lines to a file; structlog calls it as the wrapped logger.
 
-    __slots__ = ("_lock", "_retired", "_size", "backups", "fd", "max_bytes", "path")
+    Attributes:
+        console_fd: where warnings (and lines, when no file is open) go: the real console.
+        fallback_console: while no file is open, write lines to ``console_fd`` (else drop them).
+        drop_note: renders the ``log_dropped`` line written before the first line that
+            gets through after drops, given (count, reason); None writes no note.
+        dropped: lines dropped since the last note.
+        last_resumed: (count, reason) of the last episode of drops that ended.
+    """
+
+    __slots__ = (
+        "__weakref__", "_lock", "_next_open", "_refused", "_retired", "_size", "_warned",
+        "backups", "console_fd", "drop_note", "fallback_console", "drop_reason", "dropped", "fd", "last_resumed", "max_bytes", "path", "total_dropped",
+    )
 
     def __init__(self, path: str | Path | None = None, max_bytes: int = 0, backups: int = 5) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a signal handler (our SIGTERM hook) may log while this thread is mid-write.
+        self._lock = threading.RLock()
+        _WRITERS.add(self)
         self._retired = -1
         self._size = 0
+        self._next_open = 0.0
+        self._refused = False
+        self._warned = False
         self.fd = -1
         self.path: Path | None = None
         self.max_bytes = 0
         self.backups = 0
+        self.console_fd = _STDERR
+        self.fallback_console = True
+        self.drop_note: Callable[[int, str], bytes] | None = None
+        self.dropped = 0
+        self.total_dropped = 0
+        self.drop_reason = ""
+        self.last_resumed: tuple[int, str] | None = None
         if path is not None:
             self.open(path, max_bytes, backups)
 
-    def open(self, path: str | Path, max_bytes: int = 0, backups: int = 5) -> None:
-        """(Re)point the writer at ``path``, creating its directory."""
+    # -- setup ----------------------------------------------------------------------------
+    def open(self, path: str | Path, max_bytes: int = 0, backups: int = 5, refuse: str | None = None) -> bool:
+        """(Re)point the writer at ``path``; False (and lines to stderr) when it cannot be opened.
+
+        ``refuse`` is a reason not to use ``path`` at all (e.g. a foreign owner): one
+        warning, then stderr for good.
+        """
         if max_bytes < 0 or backups < 0:
             raise ValueError("max_bytes and backups must be zero or positive")
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new_fd = os.open(path, _FLAGS, 0o644)
         with self._lock:
-            old_fd, self.fd = self.fd, new_fd
+            old_fd, self.fd = self.fd, -1
             self.path, self.max_bytes, self.backups = path, max_bytes, backups
-            self._size = os.fstat(new_fd).st_size
-        self._retire(old_fd)
+            self._refused, self._warned, self._next_open = refuse is not None, False, 0.0
+            self._retire(old_fd)
+            if refuse is not None:
+                self._warn(f"hvdlog: not writing {path}: {refuse}; writing lines to stderr instead")
+                return False
+            return self._try_open()
 
-    def write(self, line: bytes) -> None:
-        """Write one rendered line (already newline-terminated)."""
-        fd = self.fd
-        os.write(fd if fd >= 0 else _STDERR, line)
-        if self.max_bytes:
-            self._size += len(line)
-            if self._size >= self.max_bytes:
-                self._rotate()
+    def _try_open(self) -> bool:
+        """Open ``self.path`` (lock held); on failure warn once and retry later."""
+        assert self.path is not None
+        self._next_open = time.monotonic() + _REOPEN_EVERY
+        try:
+            make_private_dirs(self.path.parent)
+            fd = os.open(self.path, _FLAGS, FILE_MODE)
+        except OSError as exc:
+            self.drop_reason = _errno_name(exc)
+            instead = "writing lines to stderr" if self.fallback_console else "dropping lines"
+            if exc.errno == errno.ELOOP:  # a symlink planted where our file goes: never follow it
+                self._refused = True
+                self._warn(f"hvdlog: {self.path} is a symbolic link: refusing to follow it; {instead} instead")
+            elif not self._warned:  # once per episode, not at every retry
+                self._warn(f"hvdlog: cannot open {self.path}: {exc.strerror or exc}; {instead} until it can be opened")
+            return False
+        self.fd = fd
+        try:
+            self._size = os.fstat(fd).st_size
+        except OSError:
+            self._size = 0
+        if self._warned:
+            self._say(f"hvdlog: writing {self.path} again\n")
+            self._warned = False
+        return True
+
+    # -- the hot path ---------------------------------------------------------------------
+    def write(self, line: bytes, count_drop: bool = True) -> bool:
+        """Write one rendered line (newline-terminated) whole, or drop it; never raises.
+
+        True when the line reached the file (or the stderr fallback). ``count_drop=False``
+        is for a caller that keeps the line and tries again later (not a loss).
+        """
+        try:
+            with self._lock:
+                return self._write_locked(line, count_drop)
+        except Exception as exc:  # noqa: BLE001 - logging must never raise into training code
+            self.drop_reason = type(exc).__name__
+            self.dropped += 1
+            self.total_dropped += 1
+            return False
+
+    def write_lines(self, lines: list[bytes]) -> bool:
+        """Write whole lines in as few writes as rotation allows (rotation falls between lines)."""
+        ok = True
+        batch: list[bytes] = []
+        room = self.max_bytes - self._size if self.max_bytes else -1
+        for line in lines:
+            batch.append(line)
+            room -= len(line)
+            if self.max_bytes and room <= 0:
+                ok = self.write(b"".join(batch)) and ok
+                batch, room = [], self.max_bytes - self._size
+        if batch:
+            ok = self.write(b"".join(batch)) and ok
+        return ok
+
+    def _write_locked(self, line: bytes, count_drop: bool = True) -> bool:
+        if self.fd < 0 and not self._reopen():
+            return self._write_fallback(line)
+        if self.dropped and self.drop_note is not None:
+            note = self._note()
+            if note:
+                if not self._write_whole(note):
+                    return self._drop(line) if count_drop else False
+                self._resumed()
+        if not self._write_whole(line):
+            return self._drop(line) if count_drop else False
+        if self.dropped:
+            self._resumed()
+        if self.max_bytes and self._size >= self.max_bytes:
+            self._rotate()
+        return True
+
+    def _reopen(self) -> bool:
+        """Try to open the file again, at most once a second (lock held)."""
+        if self.path is None or self._refused or time.monotonic() < self._next_open:
+            return False
+        return self._try_open()
 
     # structlog calls the method named after the level on the wrapped logger.
     msg = debug = info = warning = warn = error = critical = fatal = exception = log = write
 
+    def _write_whole(self, data: bytes) -> bool:
+        """All of ``data`` or none of it: a short write is truncated back (lock held)."""
+        try:
+            written = os.write(self.fd, data)
+        except OSError as exc:
+            self._failed(exc)
+            return False
+        if written == len(data):
+            self._size += written
+            return True
+        # Short write (disk full mid-line): take the fragment back out of the file.
+        try:
+            end = os.fstat(self.fd).st_size
+            os.ftruncate(self.fd, max(0, end - written))
+        except OSError:
+            pass
+        self._failed(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        return False
+
+    def _failed(self, exc: OSError) -> None:
+        self.drop_reason = _errno_name(exc)
+        if not self._warned:
+            self._warn(
+                f"hvdlog: cannot write {self.path}: {exc.strerror or exc}; dropping lines until it can "
+                "(their count is logged when writing works again)"
+            )
+        if exc.errno in (errno.EBADF, errno.ESTALE, errno.ENOENT):  # the file went away: reopen
+            old_fd, self.fd = self.fd, -1
+            self._retire(old_fd)
+
+    def _drop(self, data: bytes) -> bool:
+        lines = data.count(b"\n") or 1
+        self.dropped += lines
+        self.total_dropped += lines
+        return False
+
+    def _note(self) -> bytes:
+        try:
+            return self.drop_note(self.dropped, self.drop_reason) if self.drop_note else b""
+        except Exception:  # noqa: BLE001
+            return b""
+
+    def _resumed(self) -> None:
+        self._say(f"hvdlog: writing {self.path} again; {self.dropped} lines were dropped ({self.drop_reason})\n")
+        self.last_resumed = (self.dropped, self.drop_reason)
+        self.dropped = 0
+        self._warned = False
+
+    def _write_fallback(self, line: bytes) -> bool:
+        """No file open: the console's stderr (or count the line as dropped)."""
+        if not self.fallback_console:
+            return self._drop(line)
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(self.console_fd, view) :]
+            return True
+        except OSError:
+            return self._drop(line)
+
+    def _warn(self, message: str) -> None:
+        """One warning per episode on the console (lock held)."""
+        self._warned = True
+        self._say(message + "\n")
+
+    def _say(self, message: str) -> None:
+        try:
+            os.write(self.console_fd, message.encode("utf-8", "replace"))
+        except OSError:
+            pass
+
     def _retire(self, fd: int) -> None:
-        """A thread may still be inside os.write on ``fd``: close it one swap later."""
+        """Close ``fd`` one swap later (cheap insurance for a write racing a swap)."""
         if self._retired >= 0:
-            os.close(self._retired)
+            try:
+                os.close(self._retired)
+            except OSError:
+                pass
         self._retired = fd
 
     def _rotate(self) -> None:
-        with self._lock:
-            if self._size < self.max_bytes or self.path is None:  # another thread rotated first
-                return
-            path = self.path
+        """Rename the full file away and start a new one (lock held, between two lines)."""
+        path = self.path
+        if path is None:
+            return
+        try:
             if self.backups:
                 for index in range(self.backups - 1, 0, -1):
                     older = path.with_name(f"{path.name}.{index}")
@@ -81,13 +327,20 @@ class RankFileWriter:
                 path.rename(path.with_name(f"{path.name}.1"))
             else:
                 path.unlink()
-            old_fd, self.fd = self.fd, os.open(path, _FLAGS, 0o644)
-            self._size = 0
-            self._retire(old_fd)
+        except OSError as exc:
+            # Cannot rotate (e.g. read-only now): keep appending; try again after the next line.
+            if not self._warned:
+                self._warn(f"hvdlog: cannot rotate {path}: {exc.strerror or exc}; still appending")
+            return
+        old_fd, self.fd = self.fd, -1
+        self._retire(old_fd)
+        self._size = 0
+        self._try_open()
 
     def close(self) -> None:
         """Close the file; later lines go to stderr until the next ``open()``."""
         with self._lock:
             old_fd, self.fd, self.path, self.max_bytes = self.fd, -1, None, 0
+            self.console_fd = _STDERR
             self._retire(old_fd)
             self._retire(-1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,8 +33,14 @@ def events(tmp_path: Path, rank: int = 1) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
 
 
+ARRIVAL = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ", re.MULTILINE)
+
+
 def native(tmp_path: Path, kind: str, rank: int = 1) -> bytes:
-    return next((tmp_path / "logs" / "t").glob(f"*/rank-{rank}.{layout.KINDS[kind]}")).read_bytes()
+    """A native capture file without the arrival-time prefixes (each checked present)."""
+    data = next((tmp_path / "logs" / "t").glob(f"*/rank-{rank}.{layout.KINDS[kind]}")).read_bytes()
+    assert len(ARRIVAL.findall(data)) == len([line for line in data.splitlines() if not line.startswith(b"[20")])
+    return ARRIVAL.sub(b"", data)
 
 
 class TestConfigure:
@@ -83,6 +90,7 @@ class TestConfigure:
         """Without job=, HVDLOG_JOB names the job, made path-safe."""
         assert hvdlog.default_job_id({"HVDLOG_JOB": "my job/1"}) == "my-job-1"
         assert hvdlog.default_job_id({"SLURM_JOB_ID": "991"}, script="train.py").endswith("-991")
+        assert hvdlog.default_job_id({}, script="-c").startswith("c-")  # `python -c`: never an option-like id
 
 
 class TestCrashesAndSignals:

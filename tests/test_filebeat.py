@@ -38,7 +38,8 @@ INPUTS: dict[str, dict[str, Any]] = {i["id"]: i for i in CONFIG["filebeat.inputs
 NATIVE_PARSERS = multiline_parsers(INPUTS["hvdlog-native"])
 
 # --- an independent reading of the native streams: launcher prefix, then a grammar ------
-_PREFIX = re.compile(r"^(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?(?:\[\d+(?:,\d+)?\]<std(?:out|err)>:|\[\d+\] )?")
+_ARRIVAL = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "  # hvdlog's tee (GUIDE, HVDLOG_ARRIVAL_TIME)
+_PREFIX = re.compile(f"^(?:{_ARRIVAL})?" r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?(?:\[\d+(?:,\d+)?\]<std(?:out|err)>:|\[\d+\] )?")
 _HOROVOD_HEADER = re.compile(r"^\[(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.[ \d]{6}: )?[TDIWEF] [^\]\s]+:\d+\] ")
 _RANK_ITEM = re.compile(r"^\d+!?: \[.*\]$")
 _OP_ITEM = re.compile(r"^\S+ \[(?:missing|ready) ranks: [\d, ]*\]?$")
@@ -109,7 +110,7 @@ def streams(path: Path) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for line in path.read_text(errors="replace").splitlines():
         prefix, _ = _split(line)
-        tag = re.sub(r"^\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}", "", prefix)
+        tag = re.sub(f"^(?:{_ARRIVAL})?" r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?", "", prefix)
         groups.setdefault(tag, []).append(line)
     return groups
 

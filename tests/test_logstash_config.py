@@ -81,7 +81,7 @@ class TestOneSourceOfPatterns:
         assert used and used <= set(load_definitions())
 
     def test_tag_gsubs_are_the_pattern_file(self) -> None:
-        """The tag-removing gsub regexes (gsub cannot use %{}) equal the pattern file's."""
+        """The tag- and arrival-time-removing gsub regexes (gsub cannot use %{}) equal the pattern file's."""
         definitions = load_definitions()
         native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
         gsubs = set(re.findall(r'"message", "([^"]+)", ""', native))
@@ -91,4 +91,5 @@ class TestOneSourceOfPatterns:
             definitions["HOROVOD_OPENMPI_TAG_ANY"],
             f"^(?:{time})?{definitions['HOROVOD_GLOO_TAG_ANY']}",
             f"^{definitions['HOROVOD_MPICH_TAG_ANY']}",
+            definitions["HVDLOG_ARRIVAL_PREFIX_ANY"],
         }

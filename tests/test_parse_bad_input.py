@@ -15,6 +15,7 @@ import pytest
 from corpus.cases import cases
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse import decode_line, parse_lines, parse_paths
+from hvdlog.parse.arrival import split_arrival
 from hvdlog.parse.jsonl import decode_event
 from hvdlog.parse.launcher import TagSplitter, strip_tag
 from hvdlog.parse.patterns import compile_pattern
@@ -35,14 +36,14 @@ def _parse(data: bytes, path: str = "job/node1/rank-0.stderr.log") -> list[dict]
 class TestNothingIsLost:
     @pytest.mark.parametrize("case", cases(), ids=lambda case: case.id)
     def test_every_corpus_line_is_in_some_document(self, case) -> None:  # noqa: ANN001
-        """Each non-blank line's text (after its launcher tag and core header) is kept."""
+        """Each non-blank line's text (after the tee's arrival time, its launcher tag and core header) is kept."""
         docs = case.parse()
         kept = "\n".join(
             "\n".join(str(doc.get(key, "")) for key in ("message",)) + str(doc.get("error", {}).get("stack_trace", ""))
             for doc in docs
         )
         splitter = TagSplitter()
-        payloads = [payload for raw in case.lines() for payload, _ in splitter.feed(decode_line(raw))]
+        payloads = [payload for raw in case.lines() for payload, _ in splitter.feed(split_arrival(decode_line(raw)).payload)]
         for payload in payloads + [payload for payload, _ in splitter.close()]:
             if decode_event(payload) is not None:  # a JSON event is a document of its own
                 continue

@@ -21,6 +21,7 @@ import pytest
 from corpus.cases import cases
 from corpus.tools_required import jdk_tool
 from hvdlog.parse import decode_line
+from hvdlog.parse.arrival import split_arrival
 from hvdlog.parse.launcher import TagSplitter
 from hvdlog.parse.patterns import PATTERN_FILE, compile_pattern, field_path, load_definitions
 
@@ -33,7 +34,7 @@ BUILDING_BLOCKS = {
     "HOROVOD_RANK_LIST", "HOROVOD_RANK_KIND", "HOROVOD_LAUNCHER_TIME", "HOROVOD_CORE_TIME", "HOROVOD_LEVEL_LETTER",
     "HOROVOD_SOURCE_FILE", "HOROVOD_EXCEPTION_TYPE", "HOROVOD_EXCEPTION_TYPE_CPP", "HOROVOD_PATH_PART",
     "HOROVOD_CORE_HEADER", "HOROVOD_RANK_PREFIX", "HOROVOD_OPENMPI_TAG", "HOROVOD_GLOO_TAG", "HOROVOD_MPICH_TAG",
-    "HOROVOD_STALL_OP",
+    "HOROVOD_STALL_OP", "HVDLOG_ARRIVAL_TIME",
 }
 
 
@@ -64,7 +65,7 @@ def _texts() -> dict[str, set[str]]:
         for line in case.lines():
             text = decode_line(line)
             raw.add(text)
-            payloads.update(payload for payload, _ in splitter.feed(text))
+            payloads.update(payload for payload, _ in splitter.feed(split_arrival(text).payload))
         payloads.update(payload for payload, _ in splitter.close())
     for payload in payloads:
         fields = core.match(payload)

@@ -74,6 +74,47 @@ class TestTime:
         assert docs[2]["@timestamp"] == docs[1]["@timestamp"]
 
 
+class TestArrivalTime:
+    """The tee's `2026-11-30T14:35:49.123456Z ` prefix (GUIDE; HVDLOG_ARRIVAL_TIME)."""
+
+    CORE = "[2026-11-30 14:35:40.000001: I /a.cc:1] x"
+
+    def test_prefix_is_stripped_and_is_the_time(self) -> None:
+        """A stamped print: message without the prefix, @timestamp = the arrival time (UTC, exact)."""
+        (doc,) = _parse("2026-11-30T14:35:49.123456Z hello", timezone="Europe/Paris")
+        assert doc["message"] == "hello" and doc["@timestamp"] == "2026-11-30T14:35:49.123456Z"
+
+    def test_arrival_beats_the_inherited_time_and_core_time_stays(self) -> None:
+        """After a core line, a stamped line has its own time; the core line keeps Horovod's."""
+        docs = _parse(self.CORE + "\n2026-11-30T14:35:49.123456Z after\nno stamp")
+        assert [doc["@timestamp"] for doc in docs] == [
+            "2026-11-30T14:35:40.000001Z", "2026-11-30T14:35:49.123456Z", "2026-11-30T14:35:49.123456Z",
+        ]
+
+    def test_a_traceback_takes_its_first_line_s_time(self) -> None:
+        """Every line of a traceback is stamped: one event, its time the first line's."""
+        (doc,) = _parse(
+            "2026-11-30T14:35:49.000001Z Traceback (most recent call last):\n"
+            "2026-11-30T14:35:49.000002Z   File \"x.py\", line 1, in <module>\n"
+            "2026-11-30T14:35:49.000003Z ValueError: boom"
+        )
+        assert doc["@timestamp"] == "2026-11-30T14:35:49.000001Z" and doc["error"]["type"] == "ValueError"
+        assert "Z " not in doc["message"]
+
+    @pytest.mark.parametrize(
+        ("line", "message"),
+        [
+            ("2026-13-30T14:35:49.123456Z impossible month", "impossible month"),  # stripped, no time
+            ("2026-11-30T14:35:49.123Z not ours", "2026-11-30T14:35:49.123Z not ours"),  # milliseconds: not the tee
+            ("2026-11-30T14:35:49.123456Zglued", "2026-11-30T14:35:49.123456Zglued"),
+        ],
+    )
+    def test_not_an_arrival_time(self, line: str, message: str) -> None:
+        """Only the exact format is the tee's; an impossible date is removed but gives no time."""
+        (doc,) = _parse(line)
+        assert doc["message"] == message and "@timestamp" not in doc
+
+
 class TestJobSize:
     READY = (
         "WARNING: One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are "
@@ -106,6 +147,7 @@ class TestPatternFile:
             ("HOROVOD_X %{HOROVOD_X}", "refers to itself"),
             ("HOROVOD_X (", "does not compile"),
             ("HOROVOD-X a", "expected `NAME pattern`"),
+            ("HOROVOD_X a ", "trailing blank"),
         ],
     )
     def test_bad_pattern_files_are_refused(self, tmp_path: Path, body: str, message: str) -> None:

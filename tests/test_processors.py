@@ -1,4 +1,4 @@
-"""hvdlog.processors: the renderer that turns an event into one ECS JSON line."""
+"""hvdlog.renderer: the renderer that turns an event into one ECS JSON line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import orjson
 
 import hvdlog
 from hvdlog.fields import FIELDS_BY_NAME
-from hvdlog.processors import EcsJsonRenderer, UtcClock, exception_fields, level_name
+from hvdlog.renderer import EcsJsonRenderer, UtcClock, exception_fields, level_name
 from hvdlog.secrets import Redactor, secret_values
 
 STATIC = {"host.name": "node1", "process.pid": 42, "job": "j", "event.dataset": "horovod.app", "rank": 3, "local_rank": 1, "size": 8, "local_size": 2}

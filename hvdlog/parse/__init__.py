@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from hvdlog.documents import Document
 from hvdlog.fields import PARSE_FAILURE_TAG
+from hvdlog.parse.arrival import split_arrival
 from hvdlog.parse.jsonl import APP_DATASET, decode_event, nest
 from hvdlog.parse.launcher import TagSplitter, path_fields, strip_tag
 from hvdlog.parse.native import Chatter, NativeParser
@@ -89,7 +90,7 @@ def parse_lines(
             if doc is not None:
                 yield doc
             continue
-        line = decode_line(raw)
+        line, arrival = split_arrival(decode_line(raw))
         if sniff_json and line[:1] == "{":
             doc = decode_event(line, path)
             if doc is not None:
@@ -97,12 +98,12 @@ def parse_lines(
                 continue
         if "]<" not in line:  # no gloo/Open MPI tag: the common case of per-rank files
             payload, tag = strip_tag(line)
-            docs = native.feed(payload, {**base, **tag} if tag else base)
+            docs = native.feed(payload, {**base, **tag} if tag else base, arrival)
             if docs:
                 yield from docs
             continue
         for payload, tag in splitter.feed(line):
-            docs = native.feed(payload, {**base, **tag} if tag else base)
+            docs = native.feed(payload, {**base, **tag} if tag else base, arrival)
             if docs:
                 yield from docs
     for payload, tag in splitter.close():

@@ -96,8 +96,9 @@ class NativeParser:
         self._last_stream: _Stream | None = None
 
     # --- input -------------------------------------------------------------------------
-    def feed(self, payload: str, context: dict[str, Any]) -> list[Document]:
-        """One line without its launcher tag; ``context`` = flat fields from tag and path.
+    def feed(self, payload: str, context: dict[str, Any], arrival: str | None = None) -> list[Document]:
+        """One line without its launcher tag; ``context`` = flat fields from tag and path;
+        ``arrival`` = the tee's UTC arrival time of the line (hvdlog.parse.arrival), if any.
         Returns the documents completed by this line (usually one, or none)."""
         if context is self._last_context:  # untagged lines of one file share one context
             stream = self._last_stream
@@ -113,6 +114,8 @@ class NativeParser:
             converted = self._times.launcher(launcher_time)
             if converted is not None and (stream.last_time or "")[:19] != converted[:19]:
                 stream.last_time = converted
+        if arrival is not None:  # exact and in UTC: better than any inherited time
+            stream.last_time = arrival
         if stream.kind is None:
             doc = self._start(stream, payload)
             return _NOTHING if doc is None else [doc]

@@ -31,7 +31,7 @@ __all__ = [
 PATTERN_FILE: Final = Path(os.environ.get("HVDLOG_PATTERNS") or Path(__file__).resolve().parent / "assets" / "patterns" / "horovod")
 
 _REFERENCE: Final = re.compile(r"%\{(?P<name>\w+)(?::(?P<field>[^:}]+))?(?::(?P<type>int|float))?\}")
-_DEFINITION: Final = re.compile(r"^(?P<name>[A-Za-z0-9_]+)\s+(?P<pattern>.*?)\s*$")
+_DEFINITION: Final = re.compile(r"^\s*(?P<name>[A-Za-z0-9_]+)\s+(?P<pattern>.*\S)$")
 _FIELD_REF: Final = re.compile(r"\[([^\[\]]+)\]")
 _CONVERT: Final[dict[str | None, Callable[[str], Any]]] = {None: str, "int": int, "float": float}
 
@@ -110,6 +110,10 @@ def load_definitions(path: Path = PATTERN_FILE) -> dict[str, str]:
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
+        if line != line.rstrip():
+            # Logstash's loader keeps trailing blanks as part of the pattern, other loaders
+            # strip them: ambiguous, so refused (write a trailing space as [ ]).
+            raise PatternError(f"{path}:{number}: trailing blank after the pattern; write a trailing space as [ ]")
         found = _DEFINITION.match(line)
         if not found:
             raise PatternError(f"{path}:{number}: expected `NAME pattern`, got {line!r}")
@@ -144,8 +148,10 @@ def compile_pattern(name: str, path: Path = PATTERN_FILE) -> CompiledPattern:
 
     source = expand(name, ())
     try:
-        # ASCII: Joni's \d, \w and \s (Ruby syntax) do not match non-ASCII characters.
-        regex = re.compile(source, re.ASCII)
+        # As Logstash's grok compiles: Ruby's Regexp::MULTILINE is Python's DOTALL, and Ruby's
+        # ^/$ always match at line boundaries (MULTILINE here). ASCII: Joni's \d, \w and \s
+        # (Ruby syntax) do not match non-ASCII characters.
+        regex = re.compile(source, re.ASCII | re.DOTALL | re.MULTILINE)
     except re.error as error:
         raise PatternError(f"{path}: pattern {name} does not compile in Python: {error}") from error
     fields = [capture.field for capture in captures]

@@ -7,10 +7,20 @@
 # loader does, so a pattern changes in one place.
 #
 # Input (set by horovod-native.conf): [@metadata][hvd][block] = the event's lines with
-# launcher tags removed; [message] = the C++ message when the first line is a core line;
-# [@metadata][hvd][level] = its level letter.
+# arrival times and launcher tags removed; [message] = the C++ message when the first line
+# is a core line; [@metadata][hvd][level] = its level letter. Sets [log][level] and
+# [event][dataset] of every event.
+#
+# Concurrency: Logstash creates ONE instance of this filter per pipeline and every pipeline
+# worker calls filter() on it at the same time (the semantics of `concurrency :shared`).
+# register() builds only read-only state; the one mutable state, the chatter sampling
+# counters (per rank, stream and file, like `hvdlog parse`), is guarded by a Mutex.
+
+require "thread"
 
 REFERENCE = /%\{(\w+)(?::([^:}]+))?(?::(int|float))?\}/
+# Horovod's level letters (hvdlog/fields.py HOROVOD_LEVEL_LETTERS; a test checks they agree).
+LEVELS = { "T" => "trace", "D" => "debug", "I" => "info", "W" => "warning", "E" => "error", "F" => "critical" }.freeze
 
 def register(params)
   @definitions = load_definitions(params.fetch("patterns_file"))
@@ -35,7 +45,8 @@ def register(params)
                    when /\A(?:sample=)?([1-9]\d*)\z/ then Regexp.last_match(1).to_i
                    else raise ArgumentError, "HVDLOG_CHATTER must be keep, drop or sample=N, not #{setting.inspect}"
                    end
-  @chatter_seen = 0
+  @chatter_seen = Hash.new(0)
+  @chatter_lock = Mutex.new
 end
 
 def filter(event)
@@ -44,6 +55,8 @@ def filter(event)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
   letter = event.get("[@metadata][hvd][level]")
   if letter
+    event.set("[log][level]", LEVELS.fetch(letter))
+    event.set("[event][dataset]", "horovod.core")
     message = event.get("message").to_s
     if %w[T D].include?(letter)
       return chatter(event, message)
@@ -61,6 +74,8 @@ def filter(event)
     end
     return [event]
   end
+  event.set("[event][dataset]", "horovod.launcher")
+  event.set("[log][level]", "info")
   first = lines.first.to_s
   legacy = captures(@legacy, first)
   if legacy && (seconds = captures(@stall_header, legacy["message"]))
@@ -89,8 +104,9 @@ end
 def chatter(event, message)
   return [event] if @chatter_every.nil? || !match(@chatter, message)
   return [] if @chatter_every.zero?
-  @chatter_seen += 1
-  (@chatter_seen - 1) % @chatter_every == 0 ? [event] : []
+  key = [event.get("[rank]"), event.get("[horovod][launcher][stream]"), event.get("[log][file][path]")]
+  seen = @chatter_lock.synchronize { @chatter_seen[key] += 1 }
+  (seen - 1) % @chatter_every == 0 ? [event] : []
 end
 
 def stall(event, lines, seconds, size)
@@ -170,7 +186,8 @@ def load_definitions(path)
   File.foreach(path, encoding: "UTF-8") do |line|
     line = line.chomp
     next if line.strip.empty? || line.lstrip.start_with?("#")
-    found = /\A([A-Za-z0-9_]+)\s+(.*?)\s*\z/.match(line) or raise ArgumentError, "#{path}: bad pattern line #{line.inspect}"
+    raise ArgumentError, "#{path}: trailing blank in #{line.inspect}; write it as [ ]" if line != line.rstrip
+    found = /\A\s*([A-Za-z0-9_]+)\s+(.*\S)\z/.match(line) or raise ArgumentError, "#{path}: bad pattern line #{line.inspect}"
     definitions[found[1]] = found[2]
   end
   definitions
@@ -192,7 +209,8 @@ def compile(name)
       end
     end
   end
-  Compiled.new(Regexp.new(expand.call(name)), captures)
+  # Regexp::MULTILINE, as Logstash's grok compiles the same patterns (`.` matches a newline).
+  Compiled.new(Regexp.new(expand.call(name), Regexp::MULTILINE).freeze, captures.freeze).freeze
 end
 
 def fields_of(compiled, found)

@@ -1,33 +1,68 @@
-# Runs a Logstash ruby-filter script (`ruby { path => ... }`) outside Logstash, the way the
-# ruby filter does: the script is instance_eval'd in a fresh context object, register() gets
-# script_params, filter(event) returns the events to keep. The Event below implements the
-# part of LogStash::Event the script uses (get/set with [field][refs], tag).
+# Runs a Logstash ruby-filter script (`ruby { path => ... script_params => ... }`) outside
+# Logstash, through the contract of logstash-filter-ruby 3.1.8 (bundled with Logstash 8.19.20):
 #
-# Usage: jruby run_filter.rb SCRIPT PARAMS_JSON < events.ndjson > results.ndjson
+# - the script file is instance_eval'd in a fresh context object; it must define
+#   filter(event); register(params) is called once with script_params when defined;
+# - filter(event) must return an Array of events (anything else: the filter raises, the
+#   event is tagged `_rubyexception` and passed on unchanged, as are events whose filter
+#   raised); the original event is cancelled unless it is in the array; other events in
+#   the array are new events;
+# - ONE instance serves every pipeline worker: with --workers N, N threads call filter()
+#   on the same context at the same time, as Logstash's workers do.
+#
+# The Event below is the part of LogStash::Event the script may use (get/set with
+# [field][refs], tag, cancel/cancelled?, to_hash); get returns a copy, as Logstash's does
+# (the Java event converts values on the way out).
+#
+# Usage: jruby run_filter.rb SCRIPT PARAMS_JSON [--workers N] < events.ndjson > results.ndjson
 # Each output line: {"events": [<event hash>, ...]} for the input line at the same position.
 
 require "json"
 
 class Event
-  attr_reader :data
-
   def initialize(data)
     @data = data
+    @cancelled = false
   end
 
   def get(reference)
-    path(reference).reduce(@data) { |node, key| node.is_a?(Hash) ? node[key] : nil }
+    value = path(reference).reduce(@data) { |node, key| node.is_a?(Hash) ? node[key] : nil }
+    Marshal.load(Marshal.dump(value))
   end
 
   def set(reference, value)
     *parents, leaf = path(reference)
     node = parents.reduce(@data) { |current, key| current[key] = current[key].is_a?(Hash) ? current[key] : {} }
-    node[leaf] = value
+    node[leaf] = Marshal.load(Marshal.dump(value))
+  end
+
+  def remove(reference)
+    *parents, leaf = path(reference)
+    node = parents.reduce(@data) { |current, key| current.is_a?(Hash) ? current[key] : nil }
+    node.is_a?(Hash) ? node.delete(leaf) : nil
+  end
+
+  def include?(reference)
+    *parents, leaf = path(reference)
+    node = parents.reduce(@data) { |current, key| current.is_a?(Hash) ? current[key] : nil }
+    node.is_a?(Hash) && node.key?(leaf)
   end
 
   def tag(value)
     tags = (@data["tags"] ||= [])
     tags << value unless tags.include?(value)
+  end
+
+  def cancel
+    @cancelled = true
+  end
+
+  def cancelled?
+    @cancelled
+  end
+
+  def to_hash
+    Marshal.load(Marshal.dump(@data))
   end
 
   private
@@ -37,11 +72,52 @@ class Event
   end
 end
 
-script_path, params_json = ARGV
-context = Object.new
-context.instance_eval(File.read(script_path), script_path, 1)
-context.register(JSON.parse(params_json))
-$stdin.each_line do |line|
-  kept = context.filter(Event.new(JSON.parse(line)))
-  puts JSON.generate({ "events" => kept.map(&:data) })
+# The script's context, as logstash-filter-ruby's Script::Context.
+class ScriptContext
+  def initialize(path, params)
+    instance_eval(File.read(path), path, 1)
+    raise "the script must define filter(event)" unless respond_to?(:filter)
+    if respond_to?(:register)
+      method(:register).arity == 1 ? register(params) : register
+    end
+  end
 end
+
+# What the ruby filter does with one event; returns the events that leave the filter.
+def run_one(context, event)
+  begin
+    results = context.filter(event)
+    raise "the script did not return an array from filter" unless results.is_a?(Array)
+    bad = results.reject { |item| item.is_a?(Event) }
+    raise "the script returned non-event objects #{bad.inspect}" unless bad.empty?
+  rescue StandardError => error
+    event.tag("_rubyexception")
+    warn "ruby filter exception: #{error.class}: #{error.message}"
+    return [event]
+  end
+  event.cancel unless results.any? { |item| item.equal?(event) }
+  kept = event.cancelled? ? [] : [event]
+  kept + results.reject { |item| item.equal?(event) }
+end
+
+script_path, params_json, option, workers = ARGV
+workers = option == "--workers" ? Integer(workers) : 1
+context = ScriptContext.new(script_path, JSON.parse(params_json))
+inputs = $stdin.each_line.map { |line| Event.new(JSON.parse(line)) }
+outputs = Array.new(inputs.length)
+queue = Queue.new
+inputs.each_with_index { |event, index| queue << [event, index] }
+threads = Array.new(workers) do
+  Thread.new do
+    loop do
+      event, index = begin
+        queue.pop(true)
+      rescue ThreadError
+        break
+      end
+      outputs[index] = run_one(context, event).map(&:to_hash)
+    end
+  end
+end
+threads.each(&:join)
+outputs.each { |events| puts JSON.generate({ "events" => events }) }

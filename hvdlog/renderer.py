@@ -4,6 +4,12 @@ A lean chain is what keeps an enabled call near the cost of ``orjson.dumps`` + o
 ``write``: this class adds the timestamp, level, the process's static fields and the
 bound step context, sorts keys into contract fields and the ``extra`` catch-all,
 formats exceptions, redacts secrets and renders with orjson — all in one call.
+
+Rendering never raises into the training code (:meth:`EcsJsonRenderer.render_safely`):
+strings with surrogates (``os.listdir`` of undecodable names), integers beyond 64 bits,
+objects whose ``str()`` fails and nesting too deep are cleaned and rendered again; a line
+over :data:`MAX_LINE_BYTES` has its longest strings cut (tag ``_hvdlog_truncated``) so it
+stays one shippable line; as a last resort a minimal event says what could not be rendered.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from hvdlog import context
 from hvdlog.fields import EXTRA, FIELDS_BY_NAME
 from hvdlog.secrets import Redactor
 
-__all__ = ["METHOD_LEVELS", "EcsJsonRenderer", "UtcClock", "exception_fields", "level_name"]
+__all__ = ["MAX_LINE_BYTES", "METHOD_LEVELS", "TRUNCATED_TAG", "EcsJsonRenderer", "UtcClock", "exception_fields", "level_name"]
 
 Event = dict[str, Any]
 
@@ -43,6 +49,12 @@ METHOD_LEVELS: dict[str, str] = {
 
 # OPT_NON_STR_KEYS makes every dump ~40 % slower: used only when the fast dump refuses.
 _FORGIVING = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+
+#: Longest line we write (Filebeat's own limit is 10 MiB); longer events have strings cut.
+MAX_LINE_BYTES = 1 << 20
+_CUT_TO = 64 * 1024
+_MAX_DEPTH = 64
+TRUNCATED_TAG = "_hvdlog_truncated"
 
 
 def level_name(method_or_level: str) -> str:
@@ -108,9 +120,48 @@ def _default(value: Any) -> Any:
     if item is not None:
         try:
             return item()
-        except (TypeError, ValueError, RuntimeError):
+        except Exception:  # noqa: BLE001 - any failure: fall back to str()
             pass
-    return str(value)
+    try:
+        return _text(str(value))
+    except Exception:  # noqa: BLE001 - a __str__ that raises must not lose the event
+        return f"<unrepresentable {type(value).__qualname__}>"
+
+
+def _text(text: str) -> str:
+    """Valid UTF-8 text: undecodable bytes carried as surrogates are shown as ``\\xNN``."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # lone surrogates that are not escaped bytes
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _clean(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe copy of ``value`` for the slow path (only after orjson refused)."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        return value if -(1 << 63) <= value < (1 << 64) else str(value)
+    if depth >= _MAX_DEPTH:
+        return "<nested too deep>"
+    if isinstance(value, dict):
+        return {_text(key) if isinstance(key, str) else _default(key): _clean(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_clean(item, depth + 1) for item in value]
+    return _clean(_default(value), depth + 1) if not isinstance(value, (bytes, bytearray)) else _text(bytes(value).decode("utf-8", "surrogateescape"))
+
+
+def _cut(value: Any) -> Any:
+    """Strings longer than _CUT_TO shortened, with a note of how much was cut."""
+    if isinstance(value, str) and len(value) > _CUT_TO:
+        return f"{value[:_CUT_TO]}... [hvdlog: {len(value) - _CUT_TO} characters cut]"
+    if isinstance(value, dict):
+        return {key: _cut(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_cut(item) for item in value]
+    return value
 
 
 class EcsJsonRenderer:
@@ -155,13 +206,45 @@ class EcsJsonRenderer:
             self.console(event)
         try:
             line = orjson.dumps(event, default=_default, option=orjson.OPT_APPEND_NEWLINE)
-        except TypeError:  # e.g. non-str dict keys in an extra: the slower, forgiving options
-            line = orjson.dumps(event, default=_default, option=_FORGIVING)
+        except TypeError:  # e.g. non-str dict keys, surrogates, huge ints: clean, then the forgiving options
+            line = orjson.dumps(_clean(event), default=_default, option=_FORGIVING)
+        if len(line) > MAX_LINE_BYTES:
+            line = self._shortened(line)
         if self.redactor is not None:
-            line = self.redactor(line)
+            line = self.redactor.json_line(line)
         return line
+
+    def _shortened(self, line: bytes) -> bytes:
+        event = _cut(orjson.loads(line))
+        event["tags"] = [*(event.get("tags") or []), TRUNCATED_TAG]
+        return orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
+
+    def render_safely(self, level: str, message: Any, fields: Event) -> bytes:
+        """:meth:`render` that never raises: at worst a minimal event naming the failure."""
+        try:
+            return self.render(level, message, fields)
+        except Exception as exc:  # noqa: BLE001 - logging must never raise into training code
+            return self.failure(level, message, exc)
+
+    def failure(self, level: str, message: Any, exc: BaseException) -> bytes:
+        """The minimal event written when an event could not be rendered."""
+        try:
+            text = _text(message) if isinstance(message, str) else _default(message)
+            event = {
+                "@timestamp": self.clock(),
+                "log.level": level,
+                "message": text[:_CUT_TO],
+                **_clean(self.static),
+                "error.type": type(exc).__qualname__,
+                "error.message": f"hvdlog could not render this event: {_default(exc)}",
+                "tags": ["_hvdlog_render_failure"],
+            }
+            line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
+            return self.redactor.json_line(line) if self.redactor is not None else line
+        except Exception:  # noqa: BLE001
+            return b'{"message":"hvdlog could not render an event","tags":["_hvdlog_render_failure"]}\n'
 
     def __call__(self, logger: Any, method_name: str, event_dict: Event) -> bytes:
         """structlog entry point: the returned bytes go to the writer's level method."""
         message = event_dict.pop("event", "")
-        return self.render(METHOD_LEVELS.get(method_name, "info"), message, event_dict)
+        return self.render_safely(METHOD_LEVELS.get(method_name, "info"), message, event_dict)
