@@ -14,6 +14,7 @@ Ratios are what matter; absolute numbers depend on the machine (printed at the t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import hvdlog  # noqa: E402
+import hvdlog
 
 FIELDS = {"loss": 0.4213, "lr": 0.01, "samples_per_sec": 5120.5, "epoch": 3, "batch": 17, "phase": "train"}
 
@@ -48,18 +49,16 @@ def best_ns(bodies: dict[str, tuple[Callable[[int], None], int]], repeat: int) -
 
 def machine() -> str:
     cpu = "unknown CPU"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    with contextlib.suppress(OSError, StopIteration), open("/proc/cpuinfo") as info:
+        cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
     return f"{platform.node()}: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} {platform.release()}"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--calls", type=int, default=200_000)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=300)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=200_000, help="log calls per sample (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=5, help="samples per measurement; the best is reported (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=300, help="training steps of the CNN with and without a log call (default: %(default)s)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hvdlog-bench-"))
     print(f"machine: {machine()}")
@@ -96,7 +95,8 @@ def main() -> None:
 
     class JsonFormatter(logging.Formatter):
         def format(self, record: logging.LogRecord) -> str:
-            return json.dumps({"@timestamp": self.formatTime(record), "log.level": record.levelname.lower(), "message": record.getMessage(), **record.__dict__.get("fields", {})})
+            fields = record.__dict__.get("fields", {})
+            return json.dumps({"@timestamp": self.formatTime(record), "log.level": record.levelname.lower(), "message": record.getMessage(), **fields})
 
     std = logging.getLogger("bench.stdlib")
     std.propagate = False
@@ -137,7 +137,7 @@ def step_overhead(log: object, steps: int, call_ns: float) -> None:
     import torch.nn.functional as F  # noqa: N812
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "training"))
-    from train import SmallCNN, synthetic_mnist  # noqa: PLC0415 - the example's own model
+    from train import SmallCNN, synthetic_mnist
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -52,6 +52,8 @@ DATASETS: Final = {
     "horovod.core": "lines printed by Horovod's C++ core (log lines, stall inspector warnings)",
     "horovod.launcher": "anything else a rank printed: launcher output, Python tracebacks, prints",
     "horovod.timeline": "negotiations and collective runs derived from Horovod's timeline (which rank the others waited for)",
+    "horovod.rejected": "events Elasticsearch refused to index, read back from Logstash's dead-letter queue:"
+    " the reason in error.message, the original event as JSON text in event.original",
 }
 
 #: Lower-case level names, in increasing severity (the values of ``log.level``).

@@ -357,6 +357,50 @@ class TestRealFilebeat:
         assert sum("Missing ranks:" in e["message"] for e in events) >= 3
 
 
+def stall_report(ranks: int) -> list[str]:
+    """The stall inspector's report on rank 0 of a ``ranks``-rank job where every other rank
+    is missing (Horovod 0.28 format, ARCHITECTURE.md): one line per missing rank."""
+    header = (
+        "[2026-11-30 14:00:00.123456: W /tmp/horovod-0.28.1/horovod/common/stall_inspector.cc:107] One or more tensors were"
+        " submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for"
+        " more than 60 seconds. This may indicate that different ranks are trying to submit different tensors or that"
+        " only subset of ranks is submitting tensors, which will cause deadlock. "
+    )
+    return [header, "Missing ranks:", *(f"{rank}: [allreduce.grad.layer{rank % 7}, allreduce.grad.bias{rank % 5}]" for rank in range(1, ranks))]
+
+
+class TestLargeJobs:
+    """A stall block of a 4,096-rank job through the real Filebeat and the parsing pieces."""
+
+    def test_4096_rank_stall_block_arrives_whole(self, tmp_path: Path) -> None:
+        """Filebeat (shipper/filebeat.yml, real build) ships the 4,097-line block as ONE event,
+        and parsing that event names all 4,095 missing ranks."""
+        from hvdlog.parse import parse_lines
+
+        root, host = tmp_path / "root", "node1"
+        rank_dir = root / "big-job" / host
+        rank_dir.mkdir(parents=True)
+        block = stall_report(4096)
+        after = "[2026-11-30 14:00:05.000001: I /tmp/horovod-0.28.1/horovod/common/operations.cc:600] after the stall"
+        (rank_dir / "rank-0.stderr.log").write_text("\n".join([*block, after]) + "\n")
+        out = tmp_path / "fb"
+        out.mkdir()
+        events = _run_filebeat(root, host, out, expected=2)
+        assert len(events) == 2, [e["message"][:80] for e in events]
+        shipped = sorted(events, key=lambda e: e["log"]["offset"])
+        assert shipped[0]["message"].split("\n") == block, "the stall block was cut or split"
+        assert shipped[1]["message"] == after
+        documents = list(parse_lines(shipped[0]["message"].split("\n"), path=str(rank_dir / "rank-0.stderr.log"), timezone="UTC"))
+        stalls = [doc for doc in documents if (doc.get("horovod") or {}).get("stall")]
+        assert len(stalls) == 1, documents[:3]
+        assert sorted(stalls[0]["horovod"]["stall"]["missing_ranks"]) == list(range(1, 4096))
+
+    def test_max_lines_covers_large_jobs(self) -> None:
+        """Both multiline parsers allow a block for 16,384+ ranks (one line per missing rank)."""
+        for parser in INPUTS["hvdlog-native"]["parsers"]:
+            assert parser["multiline"]["max_lines"] >= 16_384 + 2
+
+
 class TestTimelineInput:
     """The input for documents derived from Horovod's timeline (hvdlog/timeline/export.py)."""
 

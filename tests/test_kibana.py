@@ -40,6 +40,7 @@ EXPECTED_IDS = [
     ("search", "hvdlog-horovod-debug-by-rank"),
     ("search", "hvdlog-job-timeline"),
     ("search", "hvdlog-latest-errors"),
+    ("search", "hvdlog-rejected-events"),
     ("lens", "hvdlog-events-by-level"),
     ("lens", "hvdlog-errors-by-rank-chart"),
     ("lens", "hvdlog-last-step-per-rank"),

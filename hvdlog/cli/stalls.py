@@ -31,11 +31,14 @@ def stalls(run: Run, merge_gap: float, **_: object) -> None:
         quiet = "no shutdown" if episode.source == "inspector" else "unresolved"
         end = "shut down" if episode.shutdown else "resolved" if episode.resolved else quiet
         missing = format_ranks(episode.missing_ranks) or "?"
+        duration = f"{episode.duration_s:>7.1f} s" if episode.start is not None else "  untimed"  # pre-0.16 reports
         line = (
-            f"{format_time(episode.start)}  job {episode.job}  {episode.duration_s:>7.1f} s  "
+            f"{format_time(episode.start)}  job {episode.job}  {duration}  "
             f"missing ranks {missing:<6} {end:<10} {episode.source}"
         )
         details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), ", ".join(episode.tensors)]
+        if episode.start is None:
+            details.append(f"{episode.reports} report(s)")
         if episode.waiting_ranks:
             details.append(f"waiting ranks {format_ranks(episode.waiting_ranks)}")
         printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")

@@ -213,6 +213,15 @@ SEARCHES: Final = (
         level_query("error"),
         ("rank", "host.name", "step", "error.type", "message"),
     ),
+    SavedSearch(
+        "rejected-events",
+        "Rejected events",
+        "Events Elasticsearch refused to index (a field of the wrong type, a bad @timestamp...), read back from"
+        " Logstash's dead-letter queue: why (error.message) and the whole original event (event.original)."
+        " Kept as long as the other data streams (ILM).",
+        'event.dataset:"horovod.rejected"',
+        ("job", "rank", "host.name", "error.type", "error.message", "event.original"),
+    ),
 )
 
 CHARTS: Final = (
@@ -294,8 +303,9 @@ DASHBOARD: Final = Dashboard(
         Panel("last-step-per-rank", 0, 12, 16, 16),
         Panel("stall-warnings", 16, 12, 32, 16),
         Panel("latest-errors", 0, 28, 48, 16),
-        Panel("who-made-the-collective-wait", 0, 44, 24, 14),
-        Panel("step-time-per-rank", 24, 44, 24, 14),
-        Panel("resources-per-rank", 0, 58, 48, 12),
+        Panel("rejected-events", 0, 44, 48, 12),
+        Panel("who-made-the-collective-wait", 0, 56, 24, 14),
+        Panel("step-time-per-rank", 24, 56, 24, 14),
+        Panel("resources-per-rank", 0, 70, 48, 12),
     ),
 )

@@ -1,8 +1,8 @@
-"""``hvdlog setup``: idempotent against the real Elasticsearch, clear errors, and the Kibana requests it sends.
+"""``hvdlog install``: idempotent against the real Elasticsearch, clear errors, and the Kibana requests it sends.
 
 Kibana cannot run here. Its path is tested two ways: against a closed port (the real
 "unreachable" failure), and against a small local HTTP server that only records what
-``hvdlog setup`` sends and answers as the Kibana 8 status and import APIs document; so
+``hvdlog install`` sends and answers as the Kibana 8 status and import APIs document; so
 Kibana itself is not exercised, only our side of the conversation.
 """
 
@@ -26,12 +26,13 @@ from typing import Any
 import pytest
 
 from hvdlog.elastic import templates
+from hvdlog.fields import DATASETS
 from hvdlog.elastic.generate import KIBANA_FILE
 from hvdlog.elastic.install import ElasticsearchInstaller
 
 REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "setuptest"
-SECRET = "s3cret-Pa55word"
+SECRET = "s3cret-Pa55word"  # noqa: S105 - the test cluster's password
 
 
 def _hvdlog(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -67,16 +68,16 @@ class TestAgainstElasticsearch:
         The first run also shows the no-ILM warning (exit code still 0) and never prints the password.
         """
         env = {"HVDLOG_ES_USERNAME": "elastic", "HVDLOG_ES_PASSWORD": SECRET}
-        first = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, env=env)
+        first = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, env=env)
         assert first.returncode == 0, first.stderr
         assert f"! ILM policy {templates.ILM_POLICY}: skipped - this Elasticsearch has no ILM API" in first.stderr
         assert f"! component template {templates.COMPONENT_LIFECYCLE}: skipped" in first.stderr
         assert SECRET not in first.stdout + first.stderr
         before, version = _stored(es), es.cluster.state(metric="version").body["version"]
-        second = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE)
+        second = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE)
         assert second.returncode == 0, second.stderr
         steps = _step_lines(second.stderr)
-        assert len(steps) == 8, second.stderr
+        assert len(steps) == 5 + len(DATASETS), second.stderr  # policy, 3 components, template, a stream per dataset
         assert all(": unchanged" in line or ": skipped" in line for line in steps), second.stderr
         assert sum(": unchanged" in line for line in steps) == 3
         assert _stored(es) == before
@@ -96,17 +97,17 @@ class TestAgainstElasticsearch:
     def test_changed_replicas_update_only_settings(self, es: Any, es_url: str) -> None:
         """--replicas 1 updates the settings component alone; the default run puts 0 back."""
         # Other tests share this server and may have installed templates of their own: start from ours.
-        baseline = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE)
+        baseline = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE)
         assert baseline.returncode == 0, baseline.stderr
         try:
-            result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--replicas", "1")
+            result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--replicas", "1")
             assert result.returncode == 0, result.stderr
             updated = [line for line in _step_lines(result.stderr) if ": updated" in line]
             assert updated == [f"~ component template {templates.COMPONENT_SETTINGS}: updated"], result.stderr
             body = es.cluster.get_component_template(name=templates.COMPONENT_SETTINGS).body
             assert body["component_templates"][0]["component_template"]["template"]["settings"]["index"]["number_of_replicas"] == "1"
         finally:
-            restored = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE)
+            restored = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE)
         assert restored.returncode == 0 and f"{templates.COMPONENT_SETTINGS}: updated" in restored.stderr, restored.stderr
 
 
@@ -114,7 +115,7 @@ class TestErrors:
     def test_unreachable_elasticsearch(self) -> None:
         """A closed port: one sentence naming the URL, exit code 2, no traceback."""
         url = f"http://127.0.0.1:{_closed_port()}"
-        result = _hvdlog("setup", "--es", url)
+        result = _hvdlog("install", "--es", url)
         assert result.returncode == 2
         assert f"error: cannot reach Elasticsearch at {url}: is it running" in result.stderr
         assert "Traceback" not in result.stderr
@@ -123,9 +124,10 @@ class TestErrors:
     def test_unreachable_kibana(self, es_url: str) -> None:
         """Elasticsearch is done, Kibana's port is closed: exit 2 after the timeout, saying so."""
         url = f"http://127.0.0.1:{_closed_port()}"
-        result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--kibana", url, "--kibana-timeout", "1")
+        result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", url, "--kibana-timeout", "1")
         assert result.returncode == 2
         assert f"error: cannot reach Kibana at {url} as available within 1 s" in result.stderr
+        assert f"waiting for Kibana at {url} to be available (up to 1 s)" in result.stderr  # said before the wait
         assert "Traceback" not in result.stderr
 
     @pytest.mark.parametrize(
@@ -144,7 +146,7 @@ class TestErrors:
 
         from hvdlog.cli.main import cli
 
-        result = CliRunner().invoke(cli, ["setup", "--es", f"http://127.0.0.1:{_closed_port()}", *args], env={"HVDLOG_ES_URL": None})
+        result = CliRunner().invoke(cli, ["install", "--es", f"http://127.0.0.1:{_closed_port()}", *args], env={"HVDLOG_ES_URL": None})
         assert result.exit_code == 2 and message in result.output, result.output
         assert "cannot reach" not in result.output
 
@@ -165,11 +167,11 @@ class _Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self.server.requests.append(("GET", self.path, dict(self.headers), b""))
         self._reply(*self.server.statuses.pop(0) if len(self.server.statuses) > 1 else self.server.statuses[0])
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["content-length"]))
         self.server.requests.append(("POST", self.path, dict(self.headers), body))
         self._reply(200, self.server.import_reply)
@@ -214,7 +216,7 @@ class TestKibanaRequests:
     def test_waits_then_imports_committed_objects(self, es_url: str, kibana: _RecordingServer) -> None:
         """Polls status until available, then POSTs the committed NDJSON as a .ndjson file with kbn-xsrf and auth."""
         env = {"HVDLOG_KIBANA_USERNAME": "kib", "HVDLOG_KIBANA_PASSWORD": SECRET}
-        result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url, "--kibana-timeout", "30", env=env)
+        result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url, "--kibana-timeout", "30", env=env)
         assert result.returncode == 0, result.stderr
         assert "10 saved objects imported" in result.stderr and SECRET not in result.stdout + result.stderr
         assert [(method, path) for method, path, _, _ in kibana.requests] == [
@@ -230,7 +232,7 @@ class TestKibanaRequests:
 
     def test_api_key_and_es_credentials_fallback(self, es_url: str, kibana: _RecordingServer) -> None:
         """Without Kibana credentials the Elasticsearch ones are used; an API key goes as `ApiKey`."""
-        result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url, env={"HVDLOG_ES_API_KEY": "a2V5OnZhbHVl"})
+        result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url, env={"HVDLOG_ES_API_KEY": "a2V5OnZhbHVl"})
         assert result.returncode == 0, result.stderr
         assert {h.get("Authorization") or h.get("authorization") for _, _, h, _ in kibana.requests} == {"ApiKey a2V5OnZhbHVl"}
 
@@ -245,7 +247,7 @@ class TestKibanaRequests:
     def test_status_errors(self, es_url: str, kibana: _RecordingServer, status: tuple[int, dict[str, Any]], message: str) -> None:
         """401 and a non-8 Kibana stop setup with exit code 2 and one sentence, before any import."""
         kibana.statuses = [status]
-        result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
+        result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert all(method == "GET" for method, *_ in kibana.requests)
 
@@ -253,7 +255,7 @@ class TestKibanaRequests:
         """A Kibana kept "degraded" by some plugin, whose saved-objects service is available, gets the import."""
         degraded = {"level": "degraded"}
         kibana.statuses = [(200, {"version": {"number": "8.19.0"}, "status": {"overall": degraded, "core": {"savedObjects": {"level": "available"}}}})]
-        result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
+        result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
         assert result.returncode == 0, result.stderr
         assert [method for method, *_ in kibana.requests] == ["GET", "POST"]
 
@@ -263,6 +265,6 @@ class TestKibanaRequests:
             "success": False, "successCount": 9,
             "errors": [{"type": "dashboard", "id": "hvdlog-horovod-training", "error": {"type": "missing_references"}}],
         }
-        result = _hvdlog("setup", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
+        result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
         assert result.returncode == 2
         assert "failed on: dashboard hvdlog-horovod-training: missing_references" in result.stderr
