@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from hvdlog.layout import PATH_PATTERN
+from hvdlog.layout import parse_path
 from hvdlog.timeline.reader import looks_like_timeline
 
 __all__ = ["find_timelines", "job_of_timeline"]
@@ -28,7 +28,7 @@ def _candidates(path: Path) -> Iterable[Path]:
     for directory, _dirs, files in os.walk(path):
         for name in files:
             candidate = Path(directory) / name
-            if PATH_PATTERN.search(candidate.as_posix()) or name.endswith(_SKIP_SUFFIXES) or "rank." in directory:
+            if parse_path(candidate) is not None or name.endswith(_SKIP_SUFFIXES) or "rank." in directory:
                 continue
             yield candidate
 
