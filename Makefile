@@ -1,4 +1,5 @@
-# The two commands a newcomer needs; both set everything up first and are idempotent.
+# The two commands a newcomer needs; both bootstrap what they need first and are idempotent.
+# `make demo` installs only what the demo runs; `make test` adds the test tools.
 .PHONY: demo test
 
 demo:

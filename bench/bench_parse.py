@@ -40,7 +40,7 @@ def _native_lines() -> list[bytes]:
     for name in ("mpi-trace-tree-rank0-stdout.log", "gloo-debug-tree-rank0-stdout.log"):
         for line in (CORPUS / "horovod.core" / name).read_bytes().splitlines(keepends=True):
             payload = line.split(b">:", 1)[-1]
-            if payload.startswith(b"[20") and b": D " in payload[:40] or b": T " in payload[:40]:
+            if (payload.startswith(b"[20") and b": D " in payload[:40]) or b": T " in payload[:40]:
                 lines.append(payload)
     return lines
 
@@ -56,9 +56,9 @@ def _run(lines: list[bytes], path: str) -> tuple[float, float]:
 
 def main() -> None:
     """Print lines/s for each kind of input."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lines", type=int, default=300_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lines", type=int, default=300_000, help="lines per kind (JSON events, native DEBUG/TRACE) (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is reported (default: %(default)s)")
     args = parser.parse_args()
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or 'cpu'}; "

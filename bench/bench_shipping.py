@@ -12,7 +12,7 @@ reads from per-rank files. One command:
    Filebeat (output to a file) from start until every event is out; reports events per
    wall second and per Filebeat CPU second.
 3. Starts the tests' single-node Elasticsearch (512 MB heap), installs hvdlog's templates
-   with `hvdlog setup`, and bulk-indexes N training events into logs-horovod.app-bench
+   with `hvdlog install`, and bulk-indexes N training events into logs-horovod.app-bench
    (batches of 2,000, as Logstash's output sends them); reports documents per second.
 Parts: --part volume|filebeat|elasticsearch (default: all). Needs the project's venv on
 PATH, HVDLOG_FILEBEAT (scripts/install-filebeat.sh) and HVDLOG_ES_HOME.
@@ -114,7 +114,7 @@ def elasticsearch_rate(events: int) -> dict[str, float]:
     from harness.elasticsearch import ElasticsearchServer
 
     with ElasticsearchServer() as server:
-        subprocess.run(["hvdlog", "setup", "--es", server.url, "--namespace", "bench"], check=True, capture_output=True, timeout=300)
+        subprocess.run(["hvdlog", "install", "--es", server.url, "--namespace", "bench"], check=True, capture_output=True, timeout=300)
         client = Elasticsearch(server.url, request_timeout=120)
         docs = ({"_index": "logs-horovod.app-bench", "_op_type": "create", "_source": {
             "@timestamp": "2026-11-29T15:47:55.123456Z", "log": {"level": "info", "logger": "hvdlog.train"}, "message": "train step",
@@ -133,10 +133,14 @@ def elasticsearch_rate(events: int) -> dict[str, float]:
 
 def main() -> None:
     """Print both tables as JSON lines, with the machine."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--events", type=int, default=50_000)
-    parser.add_argument("--part", choices=("all", "volume", "filebeat", "elasticsearch"), default="all")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=20, help="extra training steps whose lines are counted per log level (default: %(default)s)")
+    parser.add_argument(
+        "--events", type=int, default=50_000, help="event lines per rank file for the Filebeat part; 4x that for Elasticsearch (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--part", choices=("all", "volume", "filebeat", "elasticsearch"), default="all", help="run one part only (default: %(default)s)",
+    )
     args = parser.parse_args()
     print(json.dumps({"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "load": os.getloadavg()}))
     if args.part in ("all", "volume"):

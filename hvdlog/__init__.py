@@ -8,13 +8,49 @@ Two lines in a training script::
     with hvdlog.step(step, epoch=epoch):
         log.info("train step", loss=loss)
 
-Importing this package stays cheap for training scripts: it loads structlog and orjson;
-the Elasticsearch client, click and rich are imported only by CLI commands.
+The package is lazy (PEP 562): ``import hvdlog`` loads nothing but this file, so
+``hvdlog.fields``, the parser and the CLI do not drag in the training side. The first use of
+``configure``, ``step``... imports it (structlog and orjson); the Elasticsearch client,
+click and rich are imported only by CLI commands.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
+    from hvdlog.config import Configuration as Configuration
+    from hvdlog.config import configure as configure
+    from hvdlog.config import default_job_id as default_job_id
+    from hvdlog.config import get_logger as get_logger
+    from hvdlog.config import refresh_rank as refresh_rank
+    from hvdlog.config import shutdown as shutdown
+    from hvdlog.context import bind as bind
+    from hvdlog.context import bind_step as bind_step
+    from hvdlog.context import mark_progress as mark_progress
+    from hvdlog.context import step as step
+    from hvdlog.context import unbind as unbind
+
+__version__ = "0.1.0"
+
+#: public name -> the module that defines it; imported on first access.
+_LAZY: dict[str, str] = {
+    "Configuration": "hvdlog.config",
+    "configure": "hvdlog.config",
+    "default_job_id": "hvdlog.config",
+    "get_logger": "hvdlog.config",
+    "refresh_rank": "hvdlog.config",
+    "shutdown": "hvdlog.config",
+    "bind": "hvdlog.context",
+    "bind_step": "hvdlog.context",
+    "mark_progress": "hvdlog.context",
+    "step": "hvdlog.context",
+    "unbind": "hvdlog.context",
+}
+
+__all__ = ["__version__", *sorted(_LAZY)]
 
 
 def _import_structlog_without_rich() -> None:
@@ -22,31 +58,23 @@ def _import_structlog_without_rich() -> None:
     use); a training process should not pay for it. Hide rich during that one import."""
     if "structlog" in sys.modules or "rich" in sys.modules:
         return
-    sys.modules["rich"] = None  # type: ignore[assignment] - makes `import rich` raise ImportError
+    sys.modules["rich"] = None  # type: ignore[assignment]  # makes `import rich` raise ImportError
     try:
         import structlog  # noqa: F401
     finally:
         del sys.modules["rich"]
 
 
-_import_structlog_without_rich()
+def __getattr__(name: str) -> Any:
+    """PEP 562: import the training side on first use of one of its names."""
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'hvdlog' has no attribute {name!r}")
+    _import_structlog_without_rich()
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
 
-from hvdlog.config import Configuration, configure, default_job_id, get_logger, refresh_rank, shutdown  # noqa: E402
-from hvdlog.context import bind, bind_step, mark_progress, step, unbind  # noqa: E402
 
-__all__ = [
-    "Configuration",
-    "__version__",
-    "bind",
-    "bind_step",
-    "configure",
-    "default_job_id",
-    "get_logger",
-    "mark_progress",
-    "refresh_rank",
-    "shutdown",
-    "step",
-    "unbind",
-]
-
-__version__ = "0.1.0"
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

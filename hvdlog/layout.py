@@ -1,28 +1,52 @@
-"""Where per-rank files live: ``<root>/<job>/<host>/rank-<rank>.<kind>``.
+"""Per-rank paths, written and recognised in one place, and the one directory walker.
 
-This path is a contract with Filebeat (which derives job, host and rank from it) and
-with ``hvdlog`` over files; keep it stable. ``<kind>`` is ``jsonl`` for our events,
-``stdout.log`` / ``stderr.log`` for the rank's native output.
+hvdlog writes ``<root>/<job>/<host>/rank-<rank>.<kind>``: ``<kind>`` is ``jsonl`` for our
+events, ``stdout.log`` / ``stderr.log`` for the rank's native output. ``horovodrun
+--output-filename DIR`` writes ``DIR/rank.<r>/stdout|stderr`` (Open MPI adds a level).
+This path is a contract with Filebeat (which derives job, host and rank from it), Logstash
+and ``hvdlog`` over files; keep it stable.
+
+Recognition uses the path patterns of the grok pattern file (``HOROVOD_LAYOUT_PATH``,
+``HOROVOD_RANK_FILE_PATH``), the same ones Logstash applies, so the layout is spelled once.
+They are compiled on first use: the training side, which only *writes* paths, never loads them.
+:func:`walk` is the one directory walker of ``hvdlog parse DIR`` and ``hvdlog grep DIR``.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable, Iterable, Iterator
+from functools import cache
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
-__all__ = ["DEFAULT_ROOT", "KINDS", "PATH_PATTERN", "RankFile", "parse_path", "rank_file", "safe_job_id"]
+if TYPE_CHECKING:
+    from hvdlog.parse.patterns import CompiledPattern
+
+__all__ = [
+    "DEFAULT_ROOT",
+    "KINDS",
+    "RankFile",
+    "is_log_file",
+    "parse_path",
+    "path_rank",
+    "rank_file",
+    "safe_job_id",
+    "tree_of",
+    "walk",
+]
 
 #: Used when neither ``configure(root=...)`` nor ``HVDLOG_ROOT`` says otherwise.
 DEFAULT_ROOT: Final = "hvdlog-logs"
 
 #: File suffix per content kind.
 KINDS: Final = {"events": "jsonl", "stdout": "stdout.log", "stderr": "stderr.log"}
+_KIND_OF_SUFFIX: Final = {suffix: kind for kind, suffix in KINDS.items()}
+_ROTATED: Final = re.compile(r"\.\d+$")
 
-#: Matches the tail of a per-rank path; rotated files end in ``.1``, ``.2``...
-PATH_PATTERN: Final = re.compile(
-    r"(?:^|/)(?P<job>[^/]+)/(?P<host>[^/]+)/rank-(?P<rank>\d+)\.(?P<suffix>jsonl|stdout\.log|stderr\.log)(?:\.\d+)?$"
-)
+#: Other files a directory walk takes: logs by name (console captures, rotated ones).
+_LOG_SUFFIX: Final = re.compile(r"\.(?:jsonl|log|ndjson)(?:\.\d+)?$")
 
 
 _JOB_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -35,7 +59,7 @@ def safe_job_id(job: str) -> str:
 
 
 class RankFile(NamedTuple):
-    """What a per-rank path says about its content."""
+    """What a per-rank path of our layout says about its content."""
 
     job: str
     host: str
@@ -48,10 +72,72 @@ def rank_file(root: str | Path, job: str, host: str, rank: int, kind: str = "eve
     return Path(root) / job / host / f"rank-{rank}.{KINDS[kind]}"
 
 
-def parse_path(path: str | Path) -> RankFile | None:
-    """Job, host, rank and kind from a per-rank path, or None when it is not one."""
-    match = PATH_PATTERN.search(str(path).replace("\\", "/"))
-    if not match:
+@cache
+def _pattern(name: str) -> CompiledPattern:
+    from hvdlog.parse.patterns import compile_pattern
+
+    return compile_pattern(name)
+
+
+def _posix(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path).replace("\\", "/")
+
+
+def parse_path(path: str | os.PathLike[str]) -> RankFile | None:
+    """Job, host, rank and kind from a path of our layout, or None when it is not one."""
+    text = _posix(path)
+    fields = _pattern("HOROVOD_LAYOUT_PATH").search(text)
+    if fields is None:
         return None
-    kind = {suffix: kind for kind, suffix in KINDS.items()}[match["suffix"]]
-    return RankFile(match["job"], match["host"], int(match["rank"]), kind)
+    suffix = _ROTATED.sub("", text).rsplit("/", 1)[-1].split(".", 1)[1]
+    return RankFile(fields["job"], fields["host.name"], fields["rank"], _KIND_OF_SUFFIX[suffix])
+
+
+def path_rank(path: str | os.PathLike[str]) -> int | None:
+    """The rank a per-rank path names: our layout or an ``--output-filename`` tree."""
+    text = _posix(path)
+    fields = _pattern("HOROVOD_LAYOUT_PATH").search(text) or _pattern("HOROVOD_RANK_FILE_PATH").search(text)
+    return fields["rank"] if fields else None
+
+
+def tree_of(path: str | os.PathLike[str]) -> str | None:
+    """The directory holding the ``rank.<r>/`` folders of an ``--output-filename`` path (the job's tree)."""
+    text = _posix(path)
+    found = _pattern("HOROVOD_RANK_FILE_PATH").regex.search(text)
+    if found is None or parse_path(text) is not None or "/" not in text[found.start() :]:
+        return None
+    return text[: found.start()] or "."
+
+
+def is_log_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a file found under a directory is read: per-rank files, ``--output-filename``
+    captures, and ``*.jsonl`` / ``*.log`` / ``*.ndjson`` (rotated ``.N`` too); not ``NOTES.txt``."""
+    text = _posix(path)
+    return bool(_LOG_SUFFIX.search(text) or _pattern("HOROVOD_RANK_FILE_PATH").search(text))
+
+
+def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -> Iterator[Path]:
+    """Files named directly, then the log files under each named directory, in name order.
+
+    A missing path or an unreadable directory is reported through ``warn`` (one sentence)
+    and skipped; the caller decides whether that makes its exit code 2.
+    """
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found: list[Path] = []
+
+            def unreadable(error: OSError) -> None:
+                warn(f"{error.filename}: cannot read the directory ({error.strerror}); skipped")
+
+            for directory, subdirs, files in os.walk(path, onerror=unreadable, followlinks=False):
+                subdirs.sort()
+                for name in files:
+                    candidate = Path(directory, name)
+                    if is_log_file(candidate) and candidate.is_file():
+                        found.append(candidate)
+            yield from sorted(found)
+        elif path.exists():
+            yield path
+        else:
+            warn(f"{path}: no such file or directory")

@@ -26,8 +26,8 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from time import time as _now
 from collections.abc import Callable, Sequence
+from time import time as _now
 from typing import Any
 
 import orjson
@@ -101,7 +101,7 @@ _SORT = object()
 _UNBOUND: Any = object()
 _MAX_REMEMBERED = 512
 _MAX_REMEMBERED_MESSAGE = 256  # characters; longer messages are serialised every time
-_bound = context._CONTEXT.get  # noqa: SLF001 - the hot path reads the bound context directly
+_bound = context._CONTEXT.get  # the hot path reads the bound context directly
 _dumps = orjson.dumps
 _APPEND_NEWLINE = orjson.OPT_APPEND_NEWLINE
 
@@ -143,7 +143,8 @@ def _layout(keys: Sequence[str], undeclared: Sequence[str]) -> Callable[[Event, 
     written with repr(), so any string is a literal, never code."""
     declared = "".join(f"{key!r}: f[{key!r}], " for key in keys if key not in undeclared)
     extra = ", ".join(f"{key!r}: f[{key!r}]" for key in undeclared)
-    return eval(f"lambda f, b: {{**b, {declared}{EXTRA!r}: {{{extra}}}}}")  # noqa: S307 - source built from repr()s only
+    layout: Callable[[Event, Event], Event] = eval(f"lambda f, b: {{**b, {declared}{EXTRA!r}: {{{extra}}}}}")  # noqa: S307 - source built from repr()s only
+    return layout
 
 
 def _default(value: Any) -> Any:
@@ -262,7 +263,7 @@ class EcsJsonRenderer:
                 plan = self._plan(keys)
             if plan is None:
                 return self.render_event(level, message, fields, bound)
-            if bound and EXTRA in bound or plan is _SORT:  # bound extras to merge, or exc_info
+            if (bound and EXTRA in bound) or plan is _SORT:  # bound extras to merge, or exc_info
                 tail = dict(bound) if bound else {}
                 _sort_fields(tail, fields, fields.keys() - _KNOWN)
             elif plan:  # contract fields at the top in call order, the rest under extra
@@ -271,14 +272,15 @@ class EcsJsonRenderer:
                 tail = {**bound, **fields} if bound else fields
         else:
             tail = bound or {}
-        message_json = self._messages.get(message)
+        message_json: bytes | None = self._messages.get(message)
         try:
             if message_json is None:
                 message_json = self._message_json(message)
             tail_json = _dumps(tail, default=_default, option=_APPEND_NEWLINE)
-        except TypeError:  # surrogates, non-str keys, huge ints: the general path cleans them
+        except TypeError:
+            message_json = None  # surrogates, non-str keys, huge ints: the general path cleans them
             tail_json = b""
-        if not tail_json:  # outside the except block, so exc_info=True still sees the caller's exception
+        if message_json is None:  # outside the except block, so exc_info=True still sees the caller's exception
             return self.render_event(level, message, fields, bound)
         micros = int(_now() * 1_000_000)
         second, head = self._second_head  # one attribute: another thread never sees a half update
@@ -327,7 +329,7 @@ class EcsJsonRenderer:
         self._plans[keys] = plan
         return plan
 
-    def render_event(self, level: str, message: Any, fields: Event, bound: Event | None = _UNBOUND) -> bytes:  # type: ignore[assignment]
+    def render_event(self, level: str, message: Any, fields: Event, bound: Event | None = _UNBOUND) -> bytes:
         """The general path: build the whole event dict, then serialise it."""
         event: Event = {
             "@timestamp": self.clock(),
@@ -336,7 +338,7 @@ class EcsJsonRenderer:
             **self.static,
         }
         if bound is _UNBOUND:
-            bound = context._CONTEXT.get()  # noqa: SLF001
+            bound = context._CONTEXT.get()
         if bound:
             event.update(bound)
         if fields:

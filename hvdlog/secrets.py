@@ -13,6 +13,7 @@ path without importing the training-side package.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -117,10 +118,8 @@ class Redactor:
         self._text: tuple[str, ...] | None = None
         if len(minimal) <= _DIRECT_NEEDLES:  # a few secrets: every needle, one C-level loop, no filter
             self._plain, self._encoded = tuple(minimal), None
-            try:  # str search is cheaper than bytes search; exact for UTF-8 needles in UTF-8 text
+            with contextlib.suppress(UnicodeDecodeError):  # str search is cheaper than bytes search; exact for UTF-8 needles in UTF-8 text
                 self._text = tuple(n.decode("utf-8") for n in minimal)
-            except UnicodeDecodeError:
-                pass
         else:
             self._plain = tuple(n for n in minimal if n in plain)
             self._encoded = re.compile(b"|".join(re.escape(n) for n in encoded)) if encoded else None

@@ -6,7 +6,8 @@ loop has made no progress (no :func:`hvdlog.step`/:func:`hvdlog.mark_progress`) 
 ``after`` seconds, logs a ``stall`` event — repeated every ``repeat`` seconds — and a
 ``stall_resolved`` event when progress resumes. The hot path pays one float store per
 step; the thread reads the stalled thread's Python stack only when it reports, to name
-the Horovod collective it waits in (or the user code it is stuck in).
+the Horovod collective it waits in (or the user code it is stuck in), and asks the
+DistributedOptimizer which tensors it waits for or has not submitted (:mod:`hvdlog.pending`).
 
 Before the first step the threshold is ``STARTUP_FACTOR`` times longer: import, ``hvd.init()``
 and the parameter broadcast are legitimately slow on a loaded machine.
@@ -27,6 +28,7 @@ from types import FrameType
 from typing import Any
 
 from hvdlog.context import progress_state
+from hvdlog.pending import add_pending_tensors, horovod_op_name, summarize
 
 __all__ = ["StallWatchdog", "describe_wait"]
 
@@ -57,8 +59,9 @@ def describe_wait(frame: FrameType | None) -> dict[str, Any]:
         if _HOROVOD_DIR in live.f_code.co_filename:
             horovod_functions.append(getattr(live.f_code, "co_qualname", live.f_code.co_name))
             name = live.f_locals.get("name")
-            if isinstance(name, str) and name:
-                fields["horovod.stall.tensors"] = [name]
+            tensor = horovod_op_name(live.f_code.co_name, name) if isinstance(name, str) and name else None
+            if tensor:  # a named op called directly, e.g. hvd.allreduce(loss, name="loss")
+                fields["horovod.stall.tensors"] = [tensor]
     if horovod_functions:
         # e.g. "_DistributedOptimizer.step > synchronize": what the user called, what blocks.
         outer, inner = horovod_functions[0], horovod_functions[-1]
@@ -146,11 +149,14 @@ class StallWatchdog(threading.Thread):
         if progress_state.step is not None:
             fields["step"] = progress_state.step
         fields.update(describe_wait(frame))
+        add_pending_tensors(fields, frame)  # the DistributedOptimizer's view; never raises
         where = fields.get("horovod.stall.operation")
+        tensors, unsubmitted = fields.get("horovod.stall.tensors"), fields.get("horovod.stall.unsubmitted_tensors")
         message = (
-            f"no progress for {idle:.0f} s: waiting in horovod {where}"
+            f"no progress for {idle:.0f} s: waiting in horovod {where}" + (f" for {summarize(tensors)}" if tensors else "")
             if where
             else f"no progress for {idle:.0f} s outside any horovod collective"
+            + (f"; not submitted: {summarize(unsubmitted)}" if unsubmitted else "")
         )
         self.emit("warning", message, fields)
 

@@ -3,23 +3,15 @@
 # `horovodrun` training on the CPU with hvdlog, then look at its per-rank logs with hvdlog.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# An assignment keeps setup's exit status, so `set -e` stops here when setup fails.
-environment="$(bash scripts/setup.sh)"
+# An assignment keeps bootstrap's exit status, so `set -e` stops here when it fails.
+environment="$(bash scripts/bootstrap.sh demo)"
 eval "$environment"
 log() { printf '\n\033[1m==> %s\033[0m\n' "$*" >&2; }
 show() { printf '\033[2m$ %s\033[0m\n' "$*" >&2; "$@" || true; }
 
 root="demo-logs"
 rm -rf "$root"
-log "training: horovodrun -np 2 --gloo, rank 1 is a straggler and hangs 8 s at step 6"
-HOROVOD_LOG_LEVEL=debug horovodrun -np 2 -H localhost:2 --gloo \
-  python training/train.py --log-root "$root" --job demo-stall --epochs 2 --steps-per-epoch 10 \
-    --straggler-rank 1 --straggler-delay 0.05 --hang-rank 1 --hang-at-step 6 --hang-seconds 8 --stall-after 3
-
-log "training again: rank 1 raises at step 4 (the job fails, as it should)"
-horovodrun -np 2 -H localhost:2 --gloo \
-  python training/train.py --log-root "$root" --job demo-crash --epochs 1 --steps-per-epoch 8 \
-    --crash-rank 1 --crash-at-step 4 >/dev/null 2>&1 || true
+bash scripts/demo-train.sh "$root"
 
 log "what landed on disk: one JSON file and two native captures per rank"
 show find "$root" -type f

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs mustache (github.com/breml/logstash-config), the Logstash config parser/linter
 # the tests run on logstash/, into $HVDLOG_CACHE/mustache-<version>/ from the Go module
-# proxy. Idempotent. Prints nothing on stdout (setup.sh's stdout is eval'd).
+# proxy. Idempotent. Prints nothing on stdout (bootstrap.sh's stdout is eval'd).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 

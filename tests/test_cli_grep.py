@@ -10,14 +10,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from query_corpus import FAULTS, REPO, STRAGGLER, Corpus, corpus
 
 from hvdlog.cli.main import cli
-from query_corpus import FAULTS, REPO, STRAGGLER, Corpus, corpus
 
 pytestmark = pytest.mark.horovod
 
@@ -153,11 +152,11 @@ class TestBadInput:
         result = hvdlog("grep", "InjectedFault", str(runs.logs), "--es", f"http://127.0.0.1:{_dead_port()}")
         assert result.exit_code == 2
         assert "InjectedFault" in result.stdout
-        assert "cannot connect" in result.stderr and "is Elasticsearch running" in result.stderr
+        assert "cannot reach Elasticsearch at" in result.stderr and "is it running" in result.stderr
 
     def test_slow_elasticsearch_times_out(self) -> None:
         """An Elasticsearch that accepts but never answers: exit 2 within --timeout, saying so."""
-        with _silent_server() as port:
+        with _SilentServer() as port:
             started = time.monotonic()
             result = hvdlog("grep", "x", "--es", f"http://127.0.0.1:{port}", "--timeout", "1")
             assert time.monotonic() - started < 10
@@ -170,7 +169,7 @@ def _dead_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class _silent_server:  # noqa: N801 - used as a context manager
+class _SilentServer:
     """A TCP server that accepts connections and never replies."""
 
     def __enter__(self) -> int:

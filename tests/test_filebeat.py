@@ -181,8 +181,8 @@ class TestConfig:
     """The inputs of shipper/filebeat.yml."""
 
     def test_inputs(self) -> None:
-        """Two filestream inputs with distinct, stable ids; TLS output load-balanced over hosts."""
-        assert [i["id"] for i in CONFIG["filebeat.inputs"]] == ["hvdlog-events", "hvdlog-native"]
+        """Three filestream inputs with distinct, stable ids; TLS output load-balanced over hosts."""
+        assert [i["id"] for i in CONFIG["filebeat.inputs"]] == ["hvdlog-events", "hvdlog-native", "hvdlog-timeline"]
         assert all(i["type"] == "filestream" for i in CONFIG["filebeat.inputs"])
         output = CONFIG["output.logstash"]
         assert output["loadbalance"] is True and output["ssl.enabled"] is True
@@ -351,7 +351,88 @@ class TestRealFilebeat:
             for event in shipped:
                 assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, truth.rank)
                 assert event["horovod"]["launcher"]["stream"] == truth.kind and event["tags"] == ["hvdlog_native"]
-        tracebacks = [e for e in events if e["message"].startswith("Traceback")]
+        tracebacks = [e for e in events if _split(e["message"])[1].startswith("Traceback")]  # after the tee's arrival time
         assert any("injected fault on rank 1" in e["message"] for e in tracebacks)
         assert any("During handling of the above exception" in e["message"] and e["message"].count(_TRACEBACK) == 2 for e in tracebacks)
         assert sum("Missing ranks:" in e["message"] for e in events) >= 3
+
+
+def stall_report(ranks: int) -> list[str]:
+    """The stall inspector's report on rank 0 of a ``ranks``-rank job where every other rank
+    is missing (Horovod 0.28 format, ARCHITECTURE.md): one line per missing rank."""
+    header = (
+        "[2026-11-30 14:00:00.123456: W /tmp/horovod-0.28.1/horovod/common/stall_inspector.cc:107] One or more tensors were"
+        " submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for"
+        " more than 60 seconds. This may indicate that different ranks are trying to submit different tensors or that"
+        " only subset of ranks is submitting tensors, which will cause deadlock. "
+    )
+    return [header, "Missing ranks:", *(f"{rank}: [allreduce.grad.layer{rank % 7}, allreduce.grad.bias{rank % 5}]" for rank in range(1, ranks))]
+
+
+class TestLargeJobs:
+    """A stall block of a 4,096-rank job through the real Filebeat and the parsing pieces."""
+
+    def test_4096_rank_stall_block_arrives_whole(self, tmp_path: Path) -> None:
+        """Filebeat (shipper/filebeat.yml, real build) ships the 4,097-line block as ONE event,
+        and parsing that event names all 4,095 missing ranks."""
+        from hvdlog.parse import parse_lines
+
+        root, host = tmp_path / "root", "node1"
+        rank_dir = root / "big-job" / host
+        rank_dir.mkdir(parents=True)
+        block = stall_report(4096)
+        after = "[2026-11-30 14:00:05.000001: I /tmp/horovod-0.28.1/horovod/common/operations.cc:600] after the stall"
+        (rank_dir / "rank-0.stderr.log").write_text("\n".join([*block, after]) + "\n")
+        out = tmp_path / "fb"
+        out.mkdir()
+        events = _run_filebeat(root, host, out, expected=2)
+        assert len(events) == 2, [e["message"][:80] for e in events]
+        shipped = sorted(events, key=lambda e: e["log"]["offset"])
+        assert shipped[0]["message"].split("\n") == block, "the stall block was cut or split"
+        assert shipped[1]["message"] == after
+        documents = list(parse_lines(shipped[0]["message"].split("\n"), path=str(rank_dir / "rank-0.stderr.log"), timezone="UTC"))
+        stalls = [doc for doc in documents if (doc.get("horovod") or {}).get("stall")]
+        assert len(stalls) == 1, documents[:3]
+        assert sorted(stalls[0]["horovod"]["stall"]["missing_ranks"]) == list(range(1, 4096))
+
+    def test_max_lines_covers_large_jobs(self) -> None:
+        """Both multiline parsers allow a block for 16,384+ ranks (one line per missing rank)."""
+        for parser in INPUTS["hvdlog-native"]["parsers"]:
+            assert parser["multiline"]["max_lines"] >= 16_384 + 2
+
+
+class TestTimelineInput:
+    """The input for documents derived from Horovod's timeline (hvdlog/timeline/export.py)."""
+
+    def test_paths(self, tmp_path: Path) -> None:
+        """The export and its rotations go to the timeline input only; the raw timeline and rank files do not."""
+        env = _env(tmp_path, "node1")
+        host = tmp_path / "job-1" / "node1"
+        for name, expected in [("horovod-timeline.ndjson", ["hvdlog-timeline"]), ("horovod-timeline.ndjson.2", ["hvdlog-timeline"]),
+                               ("horovod-timeline.json", []), ("horovod-timeline.3.json", [])]:
+            assert [i for i, c in INPUTS.items() if _matches(host / name, c, env)] == expected, name
+        assert not _matches(tmp_path / "job-1" / "node2" / "horovod-timeline.ndjson", INPUTS["hvdlog-timeline"], env)
+        assert not _matches(layout.rank_file(tmp_path, "job-1", "node1", 0), INPUTS["hvdlog-timeline"], env)
+        tokenizer = expand(INPUTS["hvdlog-timeline"]["processors"][0]["dissect"]["tokenizer"], env)
+        assert dissect(tokenizer, str(host / "horovod-timeline.ndjson")) == {"job": "job-1", "host.name": "node1"}
+
+    def test_real_filebeat_ships_the_export(self, tmp_path: Path) -> None:
+        """A real Filebeat ships every exported document, keys expanded, job and host from the path."""
+        from hvdlog.timeline.analysis import negotiations_and_runs
+        from hvdlog.timeline.export import documents, export_line
+
+        root, host = tmp_path / "root", "node1"
+        target = root / "job-tl" / host / "horovod-timeline.ndjson"
+        target.parent.mkdir(parents=True)
+        records = negotiations_and_runs([Path(__file__).resolve().parent / "timeline" / "gloo-straggler-rank1-nocache.json"])
+        docs = list(documents(records, None, None))
+        target.write_bytes(b"".join(map(export_line, docs)))
+        (tmp_path / "fb").mkdir()
+        events = _run_filebeat(root, host, tmp_path / "fb", len(docs))
+        assert len(events) == len(docs)
+        shipped = sorted(events, key=lambda e: e["log"]["offset"])
+        for event, doc in zip(shipped, docs):
+            assert (event["job"], event["host"]["name"], event["tags"]) == ("job-tl", host, ["hvdlog_timeline"])
+            assert event["horovod"]["timeline"]["tensor"] == doc["horovod.timeline.tensor"]
+            assert event["horovod"]["timeline"].get("last_rank") == doc.get("horovod.timeline.last_rank")
+            assert event["@timestamp"][:23] == doc["@timestamp"][:23]

@@ -40,9 +40,13 @@ EXPECTED_IDS = [
     ("search", "hvdlog-horovod-debug-by-rank"),
     ("search", "hvdlog-job-timeline"),
     ("search", "hvdlog-latest-errors"),
+    ("search", "hvdlog-rejected-events"),
     ("lens", "hvdlog-events-by-level"),
     ("lens", "hvdlog-errors-by-rank-chart"),
     ("lens", "hvdlog-last-step-per-rank"),
+    ("lens", "hvdlog-who-made-the-collective-wait"),
+    ("lens", "hvdlog-step-time-per-rank"),
+    ("lens", "hvdlog-resources-per-rank"),
     ("dashboard", "hvdlog-horovod-training"),
 ]
 

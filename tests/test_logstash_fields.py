@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from corpus.cases import cases
 from hvdlog.documents import flatten
 from hvdlog.fields import EXTRA, FIELDS_BY_NAME
+from hvdlog.parse.messages import MESSAGES_FILE
 from hvdlog.parse.patterns import compile_pattern, field_path, load_definitions
 
 LOGSTASH = Path(__file__).resolve().parent.parent / "logstash"
@@ -37,7 +39,9 @@ def _written_fields() -> dict[str, str]:
         text = source.read_text(encoding="utf-8")
         removed = _removed(text)
         # the ruby script names fields in strings only (`[event]` there is an array literal)
-        refs = re.findall(r'"((?:\[[@\w.]+\])+)"', text) if source.suffix == ".rb" else FIELD_REF.findall(text)
+        # gsub regexes are not field references (`[FP]` in a character class)
+        conf = re.sub(r'gsub => \["message", "[^"]*"', "", text)
+        refs = re.findall(r'"((?:\[[@\w.]+\])+)"', text) if source.suffix == ".rb" else FIELD_REF.findall(conf)
         for ref in refs:
             name = field_path(ref)
             if not name.startswith("@metadata") and name not in removed:
@@ -46,6 +50,10 @@ def _written_fields() -> dict[str, str]:
             written.setdefault(name, source.name)
     used = {name for source in SOURCES for name in re.findall(r'%\{(\w+)\}|compile\("(\w+)"\)', source.read_text())
             for name in name if name}
+    for row in json.loads(MESSAGES_FILE.read_text(encoding="utf-8"))["messages"]:  # the message table
+        used.add(row["pattern"])
+        for name in row.get("fields", {}):
+            written.setdefault(name, "messages.json")
     for name in used & set(load_definitions()):
         for capture in compile_pattern(name).captures:
             if not capture.field.startswith("@metadata"):

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from query_corpus import FAULTS, REPO, STRAGGLER, Corpus, corpus, start
 
 from hvdlog.cli.main import cli
 from hvdlog.elastic.templates import COMPONENT_MAPPINGS, COMPONENT_SETTINGS, component_templates, index_template, mappings
+from hvdlog.parse import parse_paths
 from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.files import FileSource, discover
 from hvdlog.query.spec import Filter, sort_key
-from hvdlog.parse import parse_paths
-from query_corpus import FAULTS, REPO, STRAGGLER, Corpus, corpus, start
 
 pytestmark = [pytest.mark.elasticsearch, pytest.mark.horovod]
 
@@ -141,6 +141,7 @@ def test_default_index_pattern_reads_the_data_stream(indexed: Corpus, es_url: st
 
 def test_follow_on_elasticsearch(indexed: Corpus, es_url: str) -> None:
     """grep -f --es prints an event indexed after it started."""
+    import os
     import subprocess
     import sys
     import threading
@@ -148,8 +149,6 @@ def test_follow_on_elasticsearch(indexed: Corpus, es_url: str) -> None:
     from datetime import datetime, timezone
 
     from elasticsearch import Elasticsearch
-
-    import os
 
     in_tree = [sys.executable, "-c", "from hvdlog.cli.main import main; main()"]
     command = [*in_tree, "grep", "-f", "--interval", "0.3", "--json", "late es event", "--es", es_url, "--index", INDEX]

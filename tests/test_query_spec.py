@@ -23,6 +23,23 @@ class TestRanks:
         assert ranks == {0, 3, 8, 9, 10}
         assert format_ranks(ranks) == "0,3,8-10"
 
+    def test_huge_ranges_are_intervals(self) -> None:
+        """`0-99999999` is two numbers: membership is exact at both ends, overlaps merge."""
+        ranks = parse_ranks("0-99999999,5,100000000-100000001,7-9")
+        assert ranks.intervals == ((0, 100000001),)
+        assert 0 in ranks and 100000001 in ranks and 100000002 not in ranks and -1 not in ranks and "3" not in ranks
+        assert format_ranks(parse_ranks("12-20,0,3")) == "0,3,12-20"
+
+    def test_rank_beyond_a_c_int_is_refused(self) -> None:
+        """A rank no Horovod job can have is a typo, said so."""
+        with pytest.raises(FilterError, match="ranks go up to"):
+            parse_ranks("0-99999999999")
+
+    def test_format_takes_what_data_gives(self) -> None:
+        """Analyses format ranks from data: a scalar or junk never raises."""
+        assert format_ranks(5) == "5"
+        assert format_ranks("0,1") == "" and format_ranks([1, "x", None, 2]) == "1-2"
+
     @pytest.mark.parametrize("text", ["", "a", "3-1", "1,,2", "-2"])
     def test_bad_lists_say_why(self, text: str) -> None:
         """A bad rank list raises with the expected form in the message."""
@@ -104,6 +121,13 @@ class TestElasticsearchQuery:
         assert clauses[0]["wildcard"]["message"]["value"] == "*horovod*"
         assert clauses[-1]["wildcard"]["message"]["value"] == "*down*"
         assert all("wildcard" in c for c in pattern_clauses("_DistributedOptimizer.step", "message"))
+
+    def test_rank_ranges_become_range_clauses(self) -> None:
+        """A huge --rank range is one range clause, never a list of every rank."""
+        query = to_query(Filter(ranks=parse_ranks("0-99999999,200000000")))
+        clauses = query["bool"]["filter"][0]["bool"]["should"]
+        assert {"range": {"rank": {"gte": 0, "lte": 99999999}}} in clauses and {"terms": {"rank": [200000000]}} in clauses
+        assert to_query(Filter(ranks=parse_ranks("3")))["bool"]["filter"] == [{"terms": {"rank": [3]}}]
 
     def test_level_info_also_takes_unknown_levels(self) -> None:
         """At info or below, documents with no or unknown level must come back too."""

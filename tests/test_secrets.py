@@ -63,7 +63,7 @@ def test_json_line_finds_encoded_forms_of_a_short_secret(value: str, others: lis
     characters): with a few secrets every needle is searched, with more a run filter goes first."""
     secret = "p@ss/w0rd"[:8]
     redact = Redactor([secret, *others])
-    assert (redact._encoded is None) == (not others)  # noqa: SLF001 - both detection modes are exercised
+    assert (redact._encoded is None) == (not others)  # both detection modes are exercised
     text = value.format(b64=base64.b64encode(f"u:{secret}".encode()).decode() if "Basic" in value else base64.b64encode(secret.encode()).decode(),
                         url=quote(secret, safe=""))
     line = (json.dumps({"message": "m", "extra": {"v": text}}, separators=(",", ":")) + "\n").encode()

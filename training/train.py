@@ -11,6 +11,8 @@ Faults for demos and tests (each names one rank):
 
     --straggler-rank R [--straggler-delay S]   rank R sleeps S s every step
     --hang-rank R --hang-at-step N             rank R stops making progress at step N
+        [--hang-phase backward]                ... halfway through loss.backward(): the dense
+                                               layers' gradients submitted, the conv layers' not
     --crash-rank R --crash-at-step N           rank R raises at step N
 """
 
@@ -20,6 +22,7 @@ import argparse
 import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import horovod.torch as hvd
@@ -44,10 +47,12 @@ class SmallCNN(nn.Module):
         self.fc1 = nn.Linear(16 * 4 * 4, 64)
         self.fc2 = nn.Linear(64, 10)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, backward_hook: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2).flatten(1)
+        if backward_hook is not None:  # runs in backward once the dense layers' gradients are done
+            x.register_hook(backward_hook)
+        x = F.relu(self.fc1(x))
         return F.log_softmax(self.fc2(x), dim=1)
 
 
@@ -95,6 +100,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--hang-rank", type=int)
     parser.add_argument("--hang-at-step", type=int, default=5)
     parser.add_argument("--hang-seconds", type=float, default=3600.0, help="how long the hung rank sleeps")
+    parser.add_argument(
+        "--hang-phase", choices=("step", "backward"), default="step",
+        help="hang before the step's forward pass, or inside loss.backward() between the dense and conv layers",
+    )
     parser.add_argument("--crash-rank", type=int)
     parser.add_argument("--crash-at-step", type=int, default=5)
     return parser.parse_args(argv)
@@ -127,11 +136,11 @@ def main(argv: list[str] | None = None) -> int:
             step += 1
             with hvdlog.step(step, epoch=epoch):
                 started = time.perf_counter()
-                inject_faults(args, step, log)
+                hang_in_backward = inject_faults(args, step, log)
                 start = (batch * args.batch_size) % max(len(labels) - args.batch_size, 1)
                 x, y = images[start : start + args.batch_size], labels[start : start + args.batch_size]
                 optimizer.zero_grad()
-                loss = F.nll_loss(model(x), y)
+                loss = F.nll_loss(model(x, hang_in_backward), y)
                 loss.backward()
                 # This rank's own speed: time to here, before optimizer.step() waits for the
                 # allreduce (which makes every rank's whole step equally long).
@@ -152,16 +161,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def inject_faults(args: argparse.Namespace, step: int, log: object) -> None:
-    """The fault flags: a slow rank, a rank that stops progressing, a rank that raises."""
+def inject_faults(args: argparse.Namespace, step: int, log: object) -> Callable[[torch.Tensor], None] | None:
+    """The fault flags: a slow rank, a rank that stops progressing, a rank that raises.
+
+    Returns the gradient hook that hangs this step's backward pass, for ``--hang-phase backward``.
+    """
     rank = hvd.rank()
     if args.straggler_rank == rank:
         time.sleep(args.straggler_delay)
     if args.hang_rank == rank and step == args.hang_at_step:
         log.warning("injected hang: this rank stops making progress", hang_seconds=args.hang_seconds)  # type: ignore[attr-defined]
+        if args.hang_phase == "backward":
+            return lambda _gradient: time.sleep(args.hang_seconds)
         time.sleep(args.hang_seconds)
     if args.crash_rank == rank and step == args.crash_at_step:
         raise InjectedFault(f"injected fault on rank {rank} at step {step}")
+    return None
 
 
 if __name__ == "__main__":

@@ -9,11 +9,13 @@ from dataclasses import replace
 
 import click
 
-from hvdlog.cli.options import Run, source_options
+from hvdlog.cli.options import Run, source_options, warn
 from hvdlog.cli.output import Group, Printer, dedupe
-from hvdlog.fields import LEVELS
-from hvdlog.query.source import Source, SourceError
+from hvdlog.cli.text import sentence
 from hvdlog.documents import Document
+from hvdlog.fields import LEVELS
+from hvdlog.query.echoes import drop_echoes
+from hvdlog.query.source import Source, SourceError
 from hvdlog.query.spec import Filter, FilterError, sort_key
 
 __all__ = ["grep"]
@@ -48,20 +50,21 @@ def grep(
 ) -> None:
     """Print events matching PATTERN (a fixed string in the message or the error) and the filters.
 
+    The first argument is PATTERN unless it is the only one (then it is the PATH) or it is
+    written as an existing path with a '/' (runs/job1, ./NCCL); -e PATTERN is never ambiguous.
     PATTERN is case-sensitive unless -i; with -E it is a Python regular expression. Events
     are sorted by time, then rank. Identical messages from several ranks within --window
-    seconds print once, naming the ranks. Exit 0 when something matched, 1 when nothing
-    did, 2 on an error (results of the sources that worked are still printed).
+    seconds print once, naming the ranks. An uncaught exception hvdlog recorded prints once
+    (its event; the captured native traceback that repeats it is left out). Exit 0 when
+    something matched, 1 when nothing did, 2 on an error (results of the sources that
+    worked are still printed).
     """
     try:
         spec = replace(run.spec, pattern=pattern, regex=regex, ignore_case=ignore_case) if pattern else run.spec
     except FilterError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(sentence(str(exc))) from None
     printer = Printer(as_json=run.as_json, color=color)
-    if last is not None:
-        docs = _last(run, spec, last)
-    else:
-        docs = run.documents(spec=spec)
+    docs = _last(run, spec, last) if last is not None else drop_echoes(run.documents(spec=spec))
     found = False
     if run.as_json:
         for doc in docs:
@@ -91,32 +94,52 @@ def _last(run: Run, spec: Filter, last: int) -> list[Document]:
             streams.append(list(source.search(spec, last=last)))
         except SourceError as exc:
             run.failures.append(f"{source.label}: {exc}")
-            click.echo(f"hvdlog: warning: {source.label}: {exc}", err=True)
-    return list(heapq.merge(*streams, key=sort_key))[-last:]
+            warn(f"{source.label}: {exc}")
+    return list(drop_echoes(heapq.merge(*streams, key=sort_key)))[-last:]
+
+
+class _Ended:
+    """A follower thread stopped: with a sentence (a source failed) or an exception (a bug)."""
+
+    __slots__ = ("error", "label", "message")
+
+    def __init__(self, label: str, message: str | None = None, error: BaseException | None = None) -> None:
+        self.label, self.message, self.error = label, message, error
 
 
 def _follow(run: Run, spec: Filter, interval: float, printer: Printer) -> None:
     """Poll every source in its own thread and print what they find; Ctrl-C ends it with the usual exit code.
 
-    Events print as they arrive (sources are not merged by time while following).
+    Events print as they arrive (sources are not merged by time while following). A thread
+    that fails hands its error to this loop: a source's failure is warned about and recorded
+    (exit 2 at the end), an unexpected exception is raised here; when no follower is left,
+    following stops instead of waiting forever.
     """
-    found: queue.Queue[Document | str] = queue.Queue()
+    found: queue.Queue[Document | _Ended] = queue.Queue()
 
     def pump(source: Source) -> None:
         try:
             for doc in source.follow(spec, interval):
                 found.put(doc)
+            found.put(_Ended(source.label))
         except SourceError as exc:
-            found.put(f"{source.label}: {exc}")
+            found.put(_Ended(source.label, message=str(exc)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+            found.put(_Ended(source.label, error=exc))
 
     for source in run.sources:
         threading.Thread(target=pump, args=(source,), daemon=True, name=f"follow {source.label}").start()
+    alive = len(run.sources)
     try:
-        while True:
+        while alive:
             item = found.get()
-            if isinstance(item, str):
-                run.failures.append(item)
-                click.echo(f"hvdlog: warning: {item}", err=True)
+            if isinstance(item, _Ended):
+                alive -= 1
+                if item.error is not None:
+                    raise item.error
+                if item.message is not None:
+                    run.failures.append(f"{item.label}: {item.message}")
+                    warn(f"{item.label}: {item.message}")
                 continue
             printer.event(_single(item))
             printer.flush()

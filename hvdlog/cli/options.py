@@ -10,31 +10,47 @@ results of the sources that worked are still printed).
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
+from hvdlog.cli.text import sentence
 from hvdlog.documents import Document
 from hvdlog.query.es import DEFAULT_INDEX, ElasticsearchSource
 from hvdlog.query.source import Source, SourceError, merged
 from hvdlog.query.spec import Condition, Filter, FilterError, parse_ranks, parse_steps, parse_time
 
-__all__ = ["EXIT_ERROR", "EXIT_FOUND", "EXIT_NOTHING", "Run", "fail", "source_options", "split_pattern"]
+__all__ = ["EXIT_ERROR", "EXIT_FOUND", "EXIT_NOTHING", "Run", "fail", "source_options", "split_pattern", "time_zone", "warn"]
 
 EXIT_FOUND, EXIT_NOTHING, EXIT_ERROR = 0, 1, 2
 
 
-def _warn(message: str) -> None:
-    click.echo(f"hvdlog: warning: {message}", err=True)
+def warn(message: str) -> None:
+    """One warning line on stderr (controls escaped, credentials masked)."""
+    click.echo(f"hvdlog: warning: {sentence(message)}", err=True)
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Print one sentence on stderr and exit 2."""
-    click.echo(f"hvdlog: error: {message}", err=True)
+    click.echo(f"hvdlog: error: {sentence(message)}", err=True)
     sys.exit(EXIT_ERROR)
+
+
+def time_zone(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Check ``--tz`` up front: an unknown zone is a usage error, not a crash mid-scan."""
+    if value is None:
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise click.BadParameter(f"unknown time zone {value!r}: use an IANA name such as UTC or Europe/Paris") from None
+    return value
 
 
 @dataclass
@@ -51,9 +67,9 @@ class Run:
         wanted = spec or self.spec
         if any_of:
             wanted = _with(wanted, any_of=any_of)
-        return merged(self.sources, wanted, self.failures, _warn)
+        return merged(self.sources, wanted, self.failures, warn)
 
-    def exit(self, found: bool) -> None:
+    def exit(self, found: bool) -> NoReturn:
         """grep's exit code: 2 if any source failed, else 0 when something was found, else 1."""
         if self.failures and len(self.failures) >= len(self.sources):
             click.echo("hvdlog: error: no source could be read", err=True)
@@ -75,9 +91,9 @@ def build_sources(
     if paths:
         from hvdlog.query.files import FileSource
 
-        sources.append(FileSource(paths, timezone=tz, warn=_warn))
+        sources.append(FileSource(paths, timezone=tz, warn=warn))
     for url in es_urls:
-        sources.append(ElasticsearchSource(url, index=index, timeout=timeout, warn=_warn, ca_certs=es_ca))
+        sources.append(ElasticsearchSource(url, index=index, timeout=timeout, warn=warn, ca_certs=es_ca))
     if not sources:
         fail("nothing to read: give log files or directories, or --es URL")
     return sources
@@ -98,18 +114,25 @@ def build_filter(options: dict[str, Any], **extra: Any) -> Filter:
         )
     except FilterError as exc:
         fail(str(exc))
-        raise  # unreachable: fail() exits
 
 
-def split_pattern(args: Sequence[str], explicit: str | None) -> tuple[str | None, tuple[str, ...]]:
-    """grep's positional rule: the first argument is the PATTERN unless ``-e`` gave one or it is a path."""
-    from pathlib import Path
+def split_pattern(args: Sequence[str], explicit: str | None, has_other_source: bool) -> tuple[str | None, tuple[str, ...]]:
+    """grep's positional rule: what a plain word means never depends on the current directory.
 
+    With ``-e PATTERN`` every argument is a PATH. A single argument with nothing else to read
+    (no ``--es``) is the PATH (``hvdlog grep RUNS/``). Otherwise the first argument is the
+    PATTERN, unless it is written as a path, with a ``/`` (``runs/job1``, ``./NCCL``), and
+    exists. So a file named ``NCCL`` in the current directory never turns
+    ``hvdlog grep NCCL runs/`` into a search of that file.
+    """
     if explicit is not None or not args:
         return explicit or None, tuple(args)
-    if Path(args[0]).exists():
+    if len(args) == 1 and not has_other_source:
         return None, tuple(args)
-    return args[0] or None, tuple(args[1:])
+    first = args[0]
+    if (os.sep in first or first in (".", "..")) and os.path.exists(first):
+        return None, tuple(args)
+    return first or None, tuple(args[1:])
 
 
 def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -127,12 +150,15 @@ def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
     )
     @click.option("--index", default=DEFAULT_INDEX, show_default=True, help="Index pattern on Elasticsearch.")
     @click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds to wait for Elasticsearch.")
-    @click.option("--tz", default=None, help="Time zone of native Horovod timestamps (they have none); default: this machine's zone.")
+    @click.option(
+        "--tz", default=None, metavar="ZONE", callback=time_zone,
+        help="IANA zone of the nodes' clocks, for Horovod's zone-less times [default: this machine's zone].",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print JSON documents, one per line.")
     @functools.wraps(command)
     def wrapper(**options: Any) -> Any:
         if "args" in options:  # grep: [PATTERN] [PATH...]
-            options["pattern"], options["paths"] = split_pattern(options.pop("args"), options.get("pattern"))
+            options["pattern"], options["paths"] = split_pattern(options.pop("args"), options.get("pattern"), bool(options["es_urls"]))
         paths = options.pop("paths", ())
         run = Run(
             build_sources(
@@ -147,8 +173,5 @@ def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(run=run, **options)
         except SourceError as exc:
             fail(str(exc))
-        except BrokenPipeError:
-            sys.stderr.close()
-            sys.exit(EXIT_FOUND)
 
     return wrapper

@@ -19,11 +19,12 @@ from typing import Any, Final, TextIO
 
 import orjson
 
+from hvdlog.cli.text import escape_controls
 from hvdlog.documents import Document, get_field
 from hvdlog.query.spec import format_ranks, timestamp_millis
 from hvdlog.query.summary import one_line
 
-__all__ = ["Group", "Printer", "dedupe", "format_time"]
+__all__ = ["Group", "Printer", "dedupe", "format_time", "json_line"]
 
 _LEVEL_STYLES: Final = {
     "trace": "dim",
@@ -44,8 +45,13 @@ class Group:
     count: int = 1
 
 
+def _hashable(value: Any) -> Any:
+    """Data can put an object or a list where a string belongs; compare those by their text."""
+    return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
+
+
 def _key(doc: Document) -> tuple[Any, ...]:
-    return (get_field(doc, "log.level"), doc.get("message"), doc.get("job"), doc.get("step"))
+    return tuple(_hashable(value) for value in (get_field(doc, "log.level"), doc.get("message"), doc.get("job"), doc.get("step")))
 
 
 def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
@@ -65,10 +71,10 @@ def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
             yield group
         key = _key(doc)
         rank = doc.get("rank")
-        group = open_groups.get(key)
-        if group is not None and isinstance(rank, int) and rank not in group.ranks:
-            group.ranks.add(rank)
-            group.count += 1
+        existing = open_groups.get(key)
+        if existing is not None and isinstance(rank, int) and rank not in existing.ranks:
+            existing.ranks.add(rank)
+            existing.count += 1
             continue
         group = Group(doc, {rank} if isinstance(rank, int) else set())
         open_groups[key] = group
@@ -77,13 +83,32 @@ def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
         yield group
 
 
+def json_line(value: Any) -> bytes:
+    """``value`` as one NDJSON line; what orjson refuses (nesting deeper than 255, integers
+    beyond 64 bits) goes through the standard library, and what nothing can print becomes
+    a line that says so instead of stopping the command."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_APPEND_NEWLINE)
+    except (orjson.JSONEncodeError, TypeError):
+        pass
+    import json
+
+    try:
+        return (json.dumps(value, default=str, ensure_ascii=False) + "\n").encode("utf-8", "backslashreplace")
+    except (RecursionError, ValueError, TypeError) as error:
+        return orjson.dumps({"message": f"(document not printable as JSON: {error})"}, option=orjson.OPT_APPEND_NEWLINE)
+
+
 def format_time(value: object) -> str:
     """``2026-11-29 15:47:55.123`` (UTC) from an ``@timestamp``; ``-`` when there is none."""
     millis = timestamp_millis(value)
     if millis is None:
         return "-"
     seconds, rest = divmod(millis, 1000)
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}"
+    except (OverflowError, OSError, ValueError):  # a year no calendar function takes
+        return "-"
 
 
 class Printer:
@@ -94,6 +119,8 @@ class Printer:
         self.as_json = as_json
         auto = self.stream.isatty() and not os.environ.get("NO_COLOR")  # https://no-color.org
         self.color = (auto if color is None else color) and not as_json
+        #: Logged text is data: on a terminal its control characters are shown, not obeyed.
+        self.escape = self.color or self.stream.isatty()
         self._console: Any = None
         # NDJSON goes to the binary buffer when there is one (orjson gives bytes).
         self._binary = getattr(self.stream, "buffer", None) if as_json else None
@@ -105,7 +132,7 @@ class Printer:
 
     def json(self, value: Any) -> None:
         """One JSON document per line (bytes straight to the binary stream when there is one)."""
-        line = orjson.dumps(value, default=str, option=orjson.OPT_APPEND_NEWLINE)
+        line = json_line(value)
         if self._binary is not None:
             self._binary.write(line)
         else:
@@ -119,6 +146,8 @@ class Printer:
 
     def text(self, line: str, style: str | None = None) -> None:
         """A free-form line (styled only when colour is on)."""
+        if self.escape:
+            line = escape_controls(line)
         if self._console is not None and self.color:
             self._console.print(line, style=style, markup=False)
         else:
@@ -136,6 +165,8 @@ class Printer:
         step = doc.get("step")
         message = one_line(doc)
         parts = [format_time(doc.get("@timestamp")), f"{who:<9}", f"{level.upper():<8}", f"step {step}" if step is not None else "-", message]
+        if self.escape:
+            parts = [escape_controls(part) for part in parts]
         if self._console is None or not self.color:
             self.stream.write("  ".join(parts) + "\n")
             return

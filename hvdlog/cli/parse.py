@@ -1,8 +1,10 @@
 """``hvdlog parse PATH...``: raw files -> one JSON document per event (NDJSON) on stdout.
 
 The same documents Logstash's pipelines produce for the same lines (same pattern file),
-with no stack running. ``-`` or no PATH reads standard input. Exit codes: 0 documents were
-written, 1 none, 2 error (a missing file, a bad option).
+with no stack running. ``-`` or no PATH reads standard input. Directories are walked like
+``hvdlog grep`` walks them (:func:`hvdlog.layout.walk`). Exit codes: 0 documents were
+written, 1 none, 2 error (a missing or unreadable path — the others are still parsed — or a
+bad option).
 """
 
 from __future__ import annotations
@@ -11,40 +13,72 @@ import sys
 
 import click
 
+from hvdlog.cli.options import time_zone, warn
+
 __all__ = ["parse"]
 
 
-@click.command("parse")
+@click.command("parse", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, type=click.Path(allow_dash=True))
-@click.option("--timezone", metavar="ZONE", help="IANA zone of the nodes' clocks for Horovod's zone-less times [default: local zone].")
-@click.option("--chatter", default="keep", show_default=True, metavar="keep|drop|sample=N", help="Known per-cycle TRACE/DEBUG lines: keep, drop, or keep one in N.")
-@click.option("--size", type=click.IntRange(min=1), help="Job size, for the oldest stall format ([ready ranks: ...]).")
+@click.option(
+    "--tz", "timezone", metavar="ZONE", callback=time_zone,
+    help="IANA zone of the nodes' clocks, for Horovod's zone-less times [default: this machine's zone].",
+)
+@click.option("--timezone", "old_timezone", hidden=True, callback=time_zone)  # the name before 0.1.0: --tz everywhere now
+@click.option(
+    "--chatter", default="keep", show_default=True, metavar="keep|drop|sample=N",
+    help="Known per-cycle TRACE/DEBUG lines: keep, drop, or keep one in N.",
+)
+@click.option("--size", type=click.IntRange(min=1, max=2**31 - 1), help="Job size, for the oldest stall format ([ready ranks: ...]).")
 @click.option("-q", "--quiet", is_flag=True, help="Do not report the count of unparsed lines on stderr.")
-def parse(paths: tuple[str, ...], timezone: str | None, chatter: str, size: int | None, quiet: bool) -> None:
+def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None, chatter: str, size: int | None, quiet: bool) -> None:
     """Parse our JSON files, native captures, console captures and --output-filename trees."""
-    import orjson
-
+    from hvdlog.cli.output import json_line
     from hvdlog.fields import PARSE_FAILURE_TAG
-    from hvdlog.parse import parse_paths
+    from hvdlog.layout import walk
+    from hvdlog.parse import STDIN, parse_paths
     from hvdlog.parse.native import parse_chatter
+
+    problems: list[str] = []
+
+    def problem(message: str) -> None:
+        problems.append(message)
+        warn(message)
 
     try:
         chatter_setting = parse_chatter(chatter)
-        documents = parse_paths(paths or ("-",), timezone=timezone, chatter=chatter_setting, size=size)
-        written = unparsed = 0
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--chatter") from None
+    files: list[str] = []
+    for path in paths or (STDIN,):
+        if path == STDIN:
+            files.append(path)
+            continue
+        for found in walk([path], problem):
+            try:
+                open(found, "rb").close()
+            except OSError as error:
+                problem(f"{found}: cannot read ({error.strerror}); skipped")
+                continue
+            files.append(str(found))
+    written = unparsed = 0
+    try:
+        documents = parse_paths(files, timezone=timezone or old_timezone, chatter=chatter_setting, size=size)
         out = sys.stdout.buffer
-        write, dumps, newline = out.write, orjson.dumps, orjson.OPT_APPEND_NEWLINE
+        write = out.write
         for doc in documents:
             # one small write per document into the buffered stream: joining batches of
             # them costs more (large allocations)
-            write(dumps(doc, option=newline))
+            write(json_line(doc))
             written += 1
-            if "tags" in doc and PARSE_FAILURE_TAG in doc["tags"]:
+            tags = doc.get("tags")
+            if isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
                 unparsed += 1
         out.flush()
-    except (OSError, ValueError) as error:
-        click.echo(f"hvdlog parse: {error}", err=True)
-        sys.exit(2)
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        problem(f"{error.filename or 'input'}: cannot read ({error.strerror}); stopped there")
     if unparsed and not quiet:
         click.echo(f"hvdlog parse: {unparsed} of {written} lines matched no pattern (kept raw, tagged {PARSE_FAILURE_TAG})", err=True)
-    sys.exit(0 if written else 1)
+    sys.exit(2 if problems else 0 if written else 1)

@@ -6,6 +6,7 @@ import click
 
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer, format_time
+from hvdlog.pending import summarize
 from hvdlog.query.spec import format_ranks
 from hvdlog.query.stalls import find_stalls
 
@@ -19,6 +20,8 @@ __all__ = ["stalls"]
 def stalls(run: Run, merge_gap: float, **_: object) -> None:
     """List stall episodes: start, duration, missing ranks, tensors, and whether the job shut down.
 
+    Under a DistributedOptimizer, also the tensors the waiting ranks need that a rank never submitted.
+
     Exit 0 when there was at least one stall, 1 when none, 2 on an error.
     """
     episodes = find_stalls(lambda spec: run.documents(spec=spec), run.spec, merge_gap)
@@ -31,12 +34,18 @@ def stalls(run: Run, merge_gap: float, **_: object) -> None:
         quiet = "no shutdown" if episode.source == "inspector" else "unresolved"
         end = "shut down" if episode.shutdown else "resolved" if episode.resolved else quiet
         missing = format_ranks(episode.missing_ranks) or "?"
+        duration = f"{episode.duration_s:>7.1f} s" if episode.start is not None else "  untimed"  # pre-0.16 reports
         line = (
-            f"{format_time(episode.start)}  job {episode.job}  {episode.duration_s:>7.1f} s  "
+            f"{format_time(episode.start)}  job {episode.job}  {duration}  "
             f"missing ranks {missing:<6} {end:<10} {episode.source}"
         )
-        details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), ", ".join(episode.tensors)]
+        details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), summarize(episode.tensors, 6)]
+        if episode.start is None:
+            details.append(f"{episode.reports} report(s)")
         if episode.waiting_ranks:
             details.append(f"waiting ranks {format_ranks(episode.waiting_ranks)}")
+        if episode.unsubmitted_tensors:
+            ranks = format_ranks(episode.unsubmitted_ranks)
+            details.append(f"never submitted by rank {ranks}: {summarize(episode.unsubmitted_tensors, 6)}")
         printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")
     run.exit(bool(episodes))

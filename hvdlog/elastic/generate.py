@@ -6,7 +6,7 @@ saved objects, then review the diff::
     python -m hvdlog.elastic.generate          # rewrite elasticsearch/ and kibana/
     python -m hvdlog.elastic.generate --check  # exit 1 and name the stale files
 
-The committed files carry the defaults (0 replicas, 14 days retention); ``hvdlog setup``
+The committed files carry the defaults (0 replicas, 14 days retention); ``hvdlog install``
 renders the same objects with the cluster's own values.
 """
 
@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from hvdlog.elastic import kibana, templates
+from hvdlog.fields import DATASETS
 
-__all__ = ["KIBANA_FILE", "generated_files", "main", "stale_files"]
+__all__ = ["DATASETS_FILE", "KIBANA_FILE", "generated_files", "main", "stale_files"]
 
 KIBANA_FILE = "kibana/hvdlog.ndjson"
+DATASETS_FILE = "elasticsearch/datasets.txt"
 
 
 def _pretty(body: Any) -> str:
@@ -35,6 +37,8 @@ def generated_files() -> dict[str, str]:
     files[f"elasticsearch/index_template/{templates.INDEX_TEMPLATE}.json"] = _pretty(templates.index_template())
     files[f"elasticsearch/ilm_policy/{templates.ILM_POLICY}.json"] = _pretty(templates.ilm_policy())
     files[KIBANA_FILE] = kibana.to_ndjson()
+    # The setup service (setup/setup.sh, bash + curl) creates one data stream per line.
+    files[DATASETS_FILE] = "".join(f"{dataset}\n" for dataset in DATASETS)
     return files
 
 

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from hvdlog.elastic import templates
+from hvdlog.elastic import connection, templates
 from hvdlog.fields import DATASETS
 
 if TYPE_CHECKING:
@@ -48,45 +48,14 @@ def _error_text(body: Any) -> str:
     return str(error)
 
 
-def _reason(exc: Exception) -> str:
-    """The server's own reason from an ApiError, else the exception text."""
-    body = getattr(exc, "body", None)
-    return _error_text(body) if body else str(getattr(exc, "message", None) or exc)
-
-
-def _sentence(exc: Exception, url: str, doing: str) -> str:
-    """What a client exception means for the user, in one sentence (credentials are never in it)."""
-    import elastic_transport
-    import elasticsearch
-
-    if isinstance(exc, elasticsearch.AuthenticationException):
-        return (
-            f"Elasticsearch at {url} rejected the credentials (401) while {doing}: check --es-username/--es-password"
-            " or --es-api-key (or HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD/HVDLOG_ES_API_KEY)."
-        )
-    if isinstance(exc, elasticsearch.AuthorizationException):
-        return f"Elasticsearch at {url} refused {doing} (403: {_reason(exc)}): the user needs {_PRIVILEGES}."
-    if isinstance(exc, elasticsearch.UnsupportedProductError):
-        return f"the server at {url} is not an Elasticsearch 8 that the client accepts ({exc}); hvdlog needs 8.x."
-    if isinstance(exc, elastic_transport.TlsError):
-        return f"TLS with Elasticsearch at {url} failed ({exc}): pass its CA with --es-ca (HVDLOG_ES_CA)."
-    if isinstance(exc, elastic_transport.ConnectionError):
-        return f"cannot reach Elasticsearch at {url}: is it running, and are the scheme, host and port right? ({exc.message})"
-    if isinstance(exc, elasticsearch.ApiError):
-        return f"Elasticsearch at {url} refused {doing} ({exc.meta.status}: {_reason(exc)})."
-    return f"Elasticsearch at {url} failed while {doing}: {exc}"
-
-
 @contextmanager
 def es_errors(url: str, doing: str) -> Iterator[None]:
-    """Turn client exceptions into :class:`SetupError` sentences."""
-    import elastic_transport
-    import elasticsearch
-
+    """Turn client exceptions into :class:`SetupError` sentences (the map is :func:`connection.describe`)."""
     try:
-        yield
-    except (elasticsearch.ApiError, elasticsearch.UnsupportedProductError, elastic_transport.TransportError) as exc:
-        raise SetupError(_sentence(exc, url, doing)) from exc
+        with connection.errors(url, doing, privileges=_PRIVILEGES):
+            yield
+    except connection.ElasticsearchError as exc:
+        raise SetupError(str(exc)) from exc
 
 
 def _missing_api(body: Any) -> bool:
@@ -121,7 +90,8 @@ class ElasticsearchInstaller:
 
     def __init__(self, client: Elasticsearch, url: str) -> None:
         self.client = client
-        self.url = url
+        #: Credentials masked: this goes into messages.
+        self.url = connection.mask_credentials(url)
 
     def _request(self, method: str, path: str, doing: str, body: Any = None, ok: tuple[int, ...] = ()) -> tuple[int, Any]:
         """One REST call; statuses in ``ok`` come back instead of raising."""
@@ -139,7 +109,7 @@ class ElasticsearchInstaller:
         versions = [node.get("version", "") for node in (body or {}).get("nodes", {}).values()]
         if not versions:
             raise SetupError(f"Elasticsearch at {self.url} did not report its version; is this an Elasticsearch node?")
-        version = versions[0]
+        version = str(versions[0])
         if not version.startswith("8."):
             raise SetupError(f"Elasticsearch at {self.url} is version {version}; hvdlog's templates and client need 8.x.")
         return version

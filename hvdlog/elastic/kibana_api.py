@@ -1,4 +1,4 @@
-"""The two Kibana calls ``hvdlog setup`` needs: wait for "available", then import saved objects.
+"""The two Kibana calls ``hvdlog install`` needs: wait for "available", then import saved objects.
 
 Kibana answers 503 or refuses connections while it starts or migrates, so waiting means
 polling ``GET /api/status`` until its overall level is ``available``, up to a timeout.
@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from hvdlog.elastic.connection import ElasticsearchError, plain_http_warning, split_url
 from hvdlog.elastic.install import SetupError
 
 __all__ = ["IMPORT_PATH", "STATUS_PATH", "KibanaClient"]
@@ -35,10 +36,21 @@ class KibanaClient:
         api_key: str | None = None,
         ca_certs: str | None = None,
         request_timeout: float = 30.0,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         import urllib3
 
-        self.url = url.rstrip("/")
+        try:
+            clean, url_user, url_password = split_url(url, "Kibana")
+        except ElasticsearchError as exc:
+            raise SetupError(str(exc)) from None
+        if not (username or api_key) and url_user:
+            username, password = url_user, url_password
+        #: Without credentials, so it can be shown in any message.
+        self.url = clean.rstrip("/")
+        secret = "an API key" if api_key else "a password" if username else None
+        if warn is not None and secret is not None and (text := plain_http_warning(self.url, secret)) is not None:
+            warn(text)
         self.headers = {"kbn-xsrf": "hvdlog", "accept": "application/json"}
         if api_key:
             self.headers["authorization"] = f"ApiKey {api_key}"

@@ -26,6 +26,9 @@ _BUILDERS: dict[tuple[bool, bool], dict[tuple[str, ...], Builder]] = {
     (event, with_path): {} for event in (False, True) for with_path in (False, True)
 }
 _MAX_BUILDERS: Final = 1024
+#: Dotted levels a key may have: Elasticsearch's default ``index.mapping.depth.limit`` (20)
+#: would refuse deeper documents, and generated builders would not compile.
+MAX_KEY_DEPTH: Final = 20
 _PATH: Final = "log.file.path"
 
 
@@ -64,10 +67,20 @@ def _slow_builder(event: bool, with_path: bool) -> Builder:
     return build
 
 
+class TooDeepError(ValueError):
+    """A key with more dotted levels than any store takes: the line is a parse failure."""
+
+
+def _too_deep(flat: Mapping[str, Any], path: Any) -> Document:
+    raise TooDeepError(f"a key has more than {MAX_KEY_DEPTH} dotted levels")
+
+
 def _builder(keys: tuple[str, ...], *, event: bool, with_path: bool) -> Builder:
     """A function laying out documents of this key set in one expression, made once."""
     builders = _BUILDERS[event, with_path]
     builder = builders.get(keys)
+    if builder is None and any(key.count(".") >= MAX_KEY_DEPTH for key in keys):
+        builder = builders[keys] = _too_deep
     if builder is None:
         leaves = {key: f"d[{key!r}]" for key in keys}
         if event and "event.dataset" not in leaves:
@@ -109,6 +122,6 @@ def decode_event(line: str | bytes, path: str | None = None) -> Document | None:
     """The document of one JSON event line, or None when the line is not a JSON object."""
     try:
         flat = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        return to_document(flat, path) if type(flat) is dict else None
+    except (orjson.JSONDecodeError, TooDeepError):
         return None
-    return to_document(flat, path) if type(flat) is dict else None

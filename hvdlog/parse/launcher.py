@@ -17,6 +17,8 @@ __all__ = ["TagSplitter", "Tagged", "path_fields", "strip_tag"]
 _OPENMPI: Final = compile_pattern("HOROVOD_OPENMPI_LINE")
 _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
 _MPICH: Final = compile_pattern("HOROVOD_MPICH_LINE")
+_SRUN: Final = compile_pattern("HOROVOD_SRUN_LINE")
+_COLLECTOR: Final = compile_pattern("HOROVOD_COLLECTOR_LINE")
 _OPENMPI_ANY: Final = compile_pattern("HOROVOD_OPENMPI_TAG_ANY").regex
 _OPENMPI_TAG: Final = compile_pattern("HOROVOD_OPENMPI_TAG")
 _RANK_PATH: Final = compile_pattern("HOROVOD_RANK_FILE_PATH")
@@ -32,22 +34,31 @@ class Tagged(NamedTuple):
 
 
 def strip_tag(line: str) -> Tagged:
-    """Split the launcher tag off ``line``; Open MPI tags inside the payload are removed."""
-    head = line[:64]
+    """Split the launcher tag off ``line`` (and a collector's prefix before it: kubectl,
+    CRI, log viewers); Open MPI tags inside the payload are removed."""
+    head = line[:200]
     if ">:" in head:
         fields = _OPENMPI.match(line)
         if fields is not None:
             fields["horovod.launcher.format"] = "openmpi"
-            return Tagged(_OPENMPI_ANY.sub("", fields.pop(_PAYLOAD)), fields)
+            return Tagged(_OPENMPI_ANY.sub("", fields.pop(_PAYLOAD, "")), fields)
         fields = _GLOO.match(line)
         if fields is not None:
             fields["horovod.launcher.format"] = "gloo"
-            return Tagged(fields.pop(_PAYLOAD), fields)
-    if head.startswith("[") and "] " in head:
+            return Tagged(fields.pop(_PAYLOAD, ""), fields)
+    if "] " in head:
         fields = _MPICH.match(line)
         if fields is not None:
             fields["horovod.launcher.format"] = "mpich"
-            return Tagged(fields.pop(_PAYLOAD), fields)
+            return Tagged(fields.pop(_PAYLOAD, ""), fields)
+    if ": " in head:
+        fields = _SRUN.match(line)
+        if fields is not None:
+            fields["horovod.launcher.format"] = "srun"
+            return Tagged(fields.pop(_PAYLOAD, ""), fields)
+    fields = _COLLECTOR.match(line)
+    if fields is not None:
+        return Tagged(fields.pop(_PAYLOAD, ""), {})
     return Tagged(line, {})
 
 
@@ -80,7 +91,7 @@ class TagSplitter:
         if fields is None:  # gloo, MPICH, untagged: no chunk tags inside lines
             return [strip_tag(line)]
         fields["horovod.launcher.format"] = "openmpi"
-        payload = fields.pop(_PAYLOAD)
+        payload = fields.pop(_PAYLOAD, "")
         pieces: list[tuple[dict[str, Any], list[str]]] = [(fields, [])]
         position = 0
         for found in _OPENMPI_TAG.regex.finditer(payload):

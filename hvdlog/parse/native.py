@@ -19,6 +19,7 @@ from typing import Any, Final
 from hvdlog.documents import Document
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse.jsonl import nest
+from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import compile_pattern
 from hvdlog.parse.stalls import StallBlock, is_continuation, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
@@ -40,11 +41,18 @@ _OPS_LINE: Final = compile_pattern("HOROVOD_STALL_OPS_LINE").regex
 _TRACEBACK: Final = compile_pattern("HOROVOD_TRACEBACK_START").regex
 _CHAIN: Final = compile_pattern("HOROVOD_TRACEBACK_CHAIN").regex
 _EXCEPTION: Final = compile_pattern("HOROVOD_EXCEPTION_LINE")
+_LONE_EXCEPTION: Final = compile_pattern("HOROVOD_LONE_EXCEPTION").regex
+_FRAME: Final = compile_pattern("HOROVOD_TRACEBACK_FRAME").regex
+_EXCEPTION_MORE: Final = compile_pattern("HOROVOD_EXCEPTION_MORE").regex
+_LEGACY_STALL_MARK: Final = "WARNING: One or more tensors"
+_HYDRA_RANK: Final = compile_pattern("HOROVOD_HYDRA_RANK")
+_HYDRA_END: Final = compile_pattern("HOROVOD_HYDRA_END")
+#: signal numbers -> names: the message table's, for mpirun's `exited on signal N` (one source)
+_SIGNALS: Final = signal_names()
 _TERMINATE: Final = compile_pattern("HOROVOD_TERMINATE")
 _WHAT: Final = compile_pattern("HOROVOD_TERMINATE_WHAT")
 _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
-_PROCESS_EXIT: Final = compile_pattern("HOROVOD_PROCESS_EXIT")
 _LEVELS: Final = HOROVOD_LEVEL_LETTERS
 _QUIET_LETTERS: Final = frozenset("TD")
 _NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated
@@ -66,7 +74,7 @@ def parse_chatter(value: str | int) -> Chatter:
 class _Stream:
     """What one (rank, stream, file) has open: a multi-line event and its last time."""
 
-    __slots__ = ("base", "kind", "lines", "stall", "fields", "last_time", "started", "pending", "chatter_seen")
+    __slots__ = ("base", "kind", "lines", "stall", "fields", "last_time", "started", "pending", "chatter_seen", "message_from", "order")
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
@@ -78,12 +86,14 @@ class _Stream:
         self.started: str | None = None  # last_time when the open event began
         self.pending: list[str] = []
         self.chatter_seen = 0
+        self.message_from = 0  # index in lines after the exception line: its message goes on there
+        self.order = 0  # when the open event began, among all streams (close() emits in that order)
 
 
 class NativeParser:
     """Feeds native lines, yields documents; call :meth:`close` at the end of input."""
 
-    __slots__ = ("_times", "_chatter", "size", "_streams", "_last_context", "_last_stream")
+    __slots__ = ("_times", "_chatter", "size", "_streams", "_last_context", "_last_stream", "_opened")
 
     def __init__(self, *, timezone: str | None = None, chatter: Chatter = "keep", size: int | None = None) -> None:
         """``timezone`` of the nodes' clocks; ``chatter`` see :func:`parse_chatter`;
@@ -94,6 +104,7 @@ class NativeParser:
         self._streams: dict[tuple[Any, ...], _Stream] = {}
         self._last_context: dict[str, Any] | None = None
         self._last_stream: _Stream | None = None
+        self._opened = 0  # multi-line events begun so far
 
     # --- input -------------------------------------------------------------------------
     def feed(self, payload: str, context: dict[str, Any], arrival: str | None = None) -> list[Document]:
@@ -117,19 +128,28 @@ class NativeParser:
         if arrival is not None:  # exact and in UTC: better than any inherited time
             stream.last_time = arrival
         if stream.kind is None:
-            doc = self._start(stream, payload)
+            doc = self._begin(stream, payload)
             return _NOTHING if doc is None else [doc]
         if self._continue(stream, payload):
             return _NOTHING
         docs = [self._flush(stream)]
-        doc = self._start(stream, payload)
+        doc = self._begin(stream, payload)
         if doc is not None:
             docs.append(doc)
         return docs
 
+    def _begin(self, stream: _Stream, payload: str) -> Document | None:
+        """:meth:`_start`, noting when a multi-line event begins."""
+        doc = self._start(stream, payload)
+        if stream.kind is not None:
+            self._opened += 1
+            stream.order = self._opened
+        return doc
+
     def close(self) -> Iterator[Document]:
-        """Emit the multi-line events still open (input ended in the middle of one)."""
-        for stream in self._streams.values():
+        """Emit the multi-line events still open (input ended in the middle of one), in the
+        order they began (untimed documents keep their read order)."""
+        for stream in sorted(self._streams.values(), key=lambda stream: stream.order):
             if stream.kind is not None:
                 yield self._flush(stream)
 
@@ -155,18 +175,39 @@ class NativeParser:
             exception = _EXCEPTION.match(line)
             stream.fields = exception or {"error.message": line}
             stream.kind = "after_exception"
+            stream.message_from = len(stream.lines)
             return True
-        if kind in ("after_exception", "chain"):
+        if kind in ("after_exception", "chain", "call_stack"):
             if not line.strip():
                 stream.pending.append(line)
                 return True
             if (kind == "after_exception" and _CHAIN.match(line)) or (kind == "chain" and _TRACEBACK.match(line)):
-                stream.lines.extend(stream.pending)
-                stream.pending.clear()
-                stream.lines.append(line)
+                self._append(stream, line)
                 stream.kind = "chain" if kind == "after_exception" else "traceback"
                 return True
+            if kind == "chain":
+                return False
+            # what continues an exception's message (TensorFlow: `\t [[{{node ...}}]]`, `Caused by op`,
+            # `Function call stack:` and its names, `Node: ...` and its cause; horovodrun's
+            # `Process name:` / `Exit code:` after `The first process to do so was:`)
+            previous = stream.lines[-1]
+            if kind == "call_stack" and not stream.pending and line.isidentifier():
+                self._append(stream, line)
+                return True
+            if line[:1] in (" ", "\t") or _EXCEPTION_MORE.match(line) or previous.startswith("Node: ") and not stream.pending:
+                self._append(stream, line)
+                stream.kind = "call_stack" if line.startswith("Function call stack:") else "after_exception"
+                return True
             return False
+        if kind == "hydra":
+            end = _HYDRA_END.match(line)
+            if end is not None:
+                stream.lines.append(line)
+                number = end.pop("@metadata.hvd.signal_number", None)
+                stream.fields.update(end)
+                if str(number) in _SIGNALS:
+                    stream.fields["event.reason"] = _SIGNALS[str(number)]
+            return end is not None
         if kind == "terminate":
             what = _WHAT.match(line)
             if what is not None:
@@ -174,6 +215,13 @@ class NativeParser:
                 stream.fields.update(what)
             return what is not None
         return False
+
+    @staticmethod
+    def _append(stream: _Stream, line: str) -> None:
+        """Add ``line`` to the open event, with the blank lines held before it."""
+        stream.lines.extend(stream.pending)
+        stream.pending.clear()
+        stream.lines.append(line)
 
     def _flush(self, stream: _Stream) -> Document:
         kind = stream.kind
@@ -183,11 +231,16 @@ class NativeParser:
         else:
             fields["message"] = "\n".join(stream.lines)
             fields["event.dataset"] = LAUNCHER_DATASET
-            if kind == "terminate":
+            if kind == "hydra":  # Hydra's box: a rank ended by a signal or an exit code
+                fields["log.level"] = "error"
+            elif kind == "terminate":
                 fields["log.level"] = "critical"
             else:
                 fields["log.level"] = "error"
                 fields["error.stack_trace"] = fields["message"]
+                more = stream.lines[stream.message_from:] if kind in ("after_exception", "call_stack", "chain") else []
+                if more and "error.message" in fields:  # TF & co.: the message goes on after the line
+                    fields["error.message"] = "\n".join([fields["error.message"], *more])
         doc = self._document(stream, fields, stream.started)
         stream.kind = None
         stream.stall = None
@@ -213,21 +266,34 @@ class NativeParser:
                 stream.kind, stream.lines, stream.fields = "terminate", [line], terminate
                 stream.started = stream.last_time
                 return None
-        elif line.startswith("WARNING: "):
-            legacy = _LEGACY_WARNING.match(line)
+        elif _LEGACY_STALL_MARK in line:
+            # <= v0.16's bare `WARNING: ` header, also with a leading space or glued to a
+            # progress bar's last output (no newline before it); the line is kept whole.
+            legacy = _LEGACY_WARNING.match(line[line.index(_LEGACY_STALL_MARK):])
             seconds = stall_header_seconds(legacy["message"]) if legacy else None
             if seconds is not None:
-                stream.kind, stream.stall = "stall", StallBlock(legacy["message"], seconds)  # type: ignore[index]
+                stream.kind, stream.stall = "stall", StallBlock(line, seconds)
                 stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
                 stream.started = stream.last_time
                 return None
-        elif line.startswith("Process "):
-            exited = _PROCESS_EXIT.match(line)
-            if exited is not None:
-                level = "info" if exited["process.exit_code"] == 0 else "error"
-                return self._document(stream, {**exited, "message": line, "log.level": level, "event.dataset": LAUNCHER_DATASET})
         if not line.strip():
             return None
+        if line.startswith("=   RANK "):
+            hydra = _HYDRA_RANK.match(line)
+            if hydra is not None:
+                stream.kind, stream.lines, stream.fields, stream.started = "hydra", [line], hydra, stream.last_time
+                return None
+        if _FRAME.match(line):  # a traceback whose header was lost (scrollback, interleaving)
+            stream.kind, stream.lines, stream.started = "traceback", [line], stream.last_time
+            return None
+        if _LONE_EXCEPTION.match(line):  # an exception line alone: its frames were lost
+            stream.kind, stream.lines, stream.started = "after_exception", [line], stream.last_time
+            stream.fields = _EXCEPTION.match(line) or {"error.message": line}
+            stream.message_from = 1
+            return None
+        known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
+        if known is not None:
+            return self._document(stream, known)
         return self._document(
             stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}
         )

@@ -7,9 +7,11 @@ by header-less lines; what follows the header changed over the years:
   (at most 6 names, `` ...`` appended; ``!`` = past the shutdown time), and on shutdown
   ``One or more rank (marked by "!") is stalled for longer than S seconds. Will shutdown.``
 - v0.17-v0.20: ``Stalled ranks:`` instead of ``Missing ranks:``.
-- <= v0.16: ``Stalled ops:`` then ``<tensor> [missing ranks: 1, 2]`` entries, or each entry
-  as its own W core line; older builds ``[ready ranks: ...]`` (missing = all - ready when
-  the job size is known) after a bare ``WARNING: `` header.
+- <= v0.16: ``Stalled ops:`` then ``<tensor> [missing ranks: 1, 2]`` entries (some indented),
+  or each entry as its own W core line; older builds ``[ready ranks: ...]`` (missing = all -
+  ready when the job size is known, else the ranks below the highest ready one that are not
+  ready: a lower bound) after a bare ``WARNING: `` header, which may follow a progress bar's
+  output on the same line or a space.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def is_continuation(line: str) -> bool:
     """True for the header-less lines that belong to the stall warning above them."""
     return bool(
         _RANKS_TITLE.match(line) or _RANK.regex.match(line) or _SHUTDOWN.regex.match(line)
-        or _OPS_TITLE.match(line) or _OPS_LINE.match(line)
+        or _OPS_TITLE.match(line) or _OPS_LINE.match(line.lstrip(" "))  # old builds indent some entries
     )
 
 
@@ -62,8 +64,9 @@ def stall_op_fields(text: str, size: int | None) -> dict[str, Any]:
             missing.extend(ranks)
         else:
             ready.extend(ranks)
-            if size is not None:
-                missing.extend(rank for rank in range(size) if rank not in ranks)
+            # size unknown: the ranks below the highest ready one that are not ready (a lower bound)
+            upto = size if size is not None else max(ranks)
+            missing.extend(rank for rank in range(upto) if rank not in ranks)
     fields: dict[str, Any] = {}
     if tensors:
         fields["horovod.stall.tensors"] = _unique(tensors)

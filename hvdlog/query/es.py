@@ -3,19 +3,20 @@
 The filter becomes a bool query (:mod:`hvdlog.query.es_query`); every hit is re-checked with
 :meth:`Filter.matches`, so both sources agree exactly. Pagination is ``search_after`` inside
 a point in time (``_shard_doc`` breaks ties), so no page boundary drops or repeats a document.
-The client (elasticsearch-py 8.x) is imported only here. Credentials come from the
-environment: ``HVDLOG_ES_API_KEY``, or ``HVDLOG_ES_USERNAME`` + ``HVDLOG_ES_PASSWORD``.
+The connection (credentials from ``HVDLOG_ES_API_KEY``, or ``HVDLOG_ES_USERNAME`` +
+``HVDLOG_ES_PASSWORD``, or the URL; CA; error sentences) is :mod:`hvdlog.elastic.connection`.
 """
 
 from __future__ import annotations
 
-import os
+import contextlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
 from hvdlog.documents import Document
+from hvdlog.elastic.connection import Credentials, ElasticsearchError, connect, errors, mask_credentials
 from hvdlog.query.es_query import SORT, to_query
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter, sort_key
@@ -25,8 +26,27 @@ __all__ = ["DEFAULT_INDEX", "ElasticsearchSource"]
 #: Every data stream the pipeline writes: ``logs-horovod.app-*``, ``logs-horovod.core-*``...
 DEFAULT_INDEX: Final = "logs-horovod.*-*"
 
+#: Attempts after a partial answer (a node left mid-query), and the pause before each.
+_PARTIAL_RETRIES: Final = 3
+_RETRY_PAUSE_S: Final = 2.0
+
 #: Newest first; documents without a time or rank sort first ascending, so last descending.
 _DESC: Final = [{key: {**value, "order": "desc", "missing": "_last"}} for item in SORT for key, value in item.items()]
+
+
+class _PartialResults(Exception):
+    """Some shards did not answer: the page must not be used."""
+
+
+def _check_shards(response: Any, doing: str) -> None:
+    """Raise :class:`_PartialResults` when any shard failed or the search timed out."""
+    shards = response.get("_shards") or {}
+    if shards.get("failed") or response.get("timed_out"):
+        reasons = {str((failure.get("reason") or {}).get("type", failure)) for failure in shards.get("failures", [])}
+        raise _PartialResults(
+            f"{shards.get('failed', 0)} of {shards.get('total', '?')} shards failed while {doing}"
+            + (f" ({', '.join(sorted(reasons))})" if reasons else "")
+        )
 
 
 class ElasticsearchSource:
@@ -48,54 +68,64 @@ class ElasticsearchSource:
         self.index = index
         self.timeout = timeout
         self.page_size = page_size
-        self.label = f"elasticsearch {url}"
+        self.label = f"elasticsearch {mask_credentials(url)}"
         self._es: Any = None
 
     def _client(self) -> Any:
         if self._es is None:
-            from elasticsearch import Elasticsearch
-
-            auth: dict[str, Any] = {}
-            if key := os.environ.get("HVDLOG_ES_API_KEY"):
-                auth["api_key"] = key
-            elif user := os.environ.get("HVDLOG_ES_USERNAME"):
-                auth["basic_auth"] = (user, os.environ.get("HVDLOG_ES_PASSWORD", ""))
-            self._es = Elasticsearch(self.url, request_timeout=self.timeout, max_retries=0, ca_certs=self.ca_certs, **auth)
+            with self._errors("connecting"):
+                self._es = connect(self.url, Credentials.from_env(), ca_certs=self.ca_certs, timeout=self.timeout, warn=self.warn)
         return self._es
 
     @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Turn client exceptions into one sentence that says what to check."""
-        from elasticsearch import ApiError, AuthenticationException, AuthorizationException
-        from elastic_transport import ConnectionError as TransportConnectionError
-        from elastic_transport import ConnectionTimeout, TlsError
-
+    def _errors(self, doing: str = "searching") -> Iterator[None]:
+        """Client exceptions become one :class:`SourceError` sentence that says what to check."""
         try:
-            yield
-        except ConnectionTimeout:
-            raise SourceError(f"no answer within {self.timeout:g} s: is the cluster overloaded? (raise --timeout)") from None
-        except TlsError as exc:
-            raise SourceError(f"TLS with {self.url} failed ({exc.message}): pass the cluster's CA with --es-ca (HVDLOG_ES_CA)") from None
-        except TransportConnectionError as exc:
-            raise SourceError(f"cannot connect ({exc.message if hasattr(exc, 'message') else exc}): is Elasticsearch running at {self.url}?") from None
-        except AuthenticationException:
-            raise SourceError("authentication failed: check HVDLOG_ES_USERNAME/HVDLOG_ES_PASSWORD or HVDLOG_ES_API_KEY") from None
-        except AuthorizationException:
-            raise SourceError(f"not allowed to read {self.index}: the user needs the read privilege on it") from None
-        except ApiError as exc:
-            raise SourceError(f"request failed ({exc.meta.status}): {exc.message}") from None
+            with errors(self.url, f"{doing} {self.index}", privileges=f"the read privilege on {self.index}", timeout=self.timeout):
+                yield
+        except ElasticsearchError as exc:
+            raise SourceError(str(exc)) from None
 
     def _pages(self, query: dict[str, Any], newest_first: bool = False) -> Iterator[list[dict[str, Any]]]:
+        """Pages of hits, each complete (every shard answered), never a document twice.
+
+        A node that leaves mid-query (its shards fail, its point-in-time contexts vanish)
+        makes a page partial: that page is not used; the search starts again in a new point
+        in time (replicas answer there) and skips what was already given. Earlier pages were
+        complete, so the order holds. After ``_PARTIAL_RETRIES`` attempts it fails: no
+        answer rather than a partial one.
+        """
+        given: set[tuple[str, str]] = set()
+        for attempt in range(_PARTIAL_RETRIES + 1):
+            try:
+                for hits in self._pit_pages(query, newest_first, started=attempt > 0 or bool(given)):
+                    fresh = [hit for hit in hits if (hit["_index"], hit["_id"]) not in given]
+                    given.update((hit["_index"], hit["_id"]) for hit in fresh)
+                    if fresh:
+                        yield fresh
+                return
+            except _PartialResults as exc:
+                if attempt == _PARTIAL_RETRIES:
+                    raise SourceError(
+                        f"{self.label}: {exc}, {attempt + 1} times: giving no answer rather than a partial one"
+                        " (is a node down? retry once the cluster health is yellow or green)"
+                    ) from None
+                self.warn(f"{self.label}: {exc}; searching again (nothing is shown twice)")
+                time.sleep(_RETRY_PAUSE_S * (attempt + 1))
+
+    def _pit_pages(self, query: dict[str, Any], newest_first: bool, started: bool) -> Iterator[list[dict[str, Any]]]:
+        """One pass in one point in time; raises :class:`_PartialResults` when a shard fails."""
         es = self._client()
-        with self._errors():
+        with self._retryable(started):
             opened = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)
         pit = opened["id"]
+        _check_shards(opened, "opening the point in time")
         if not opened.get("_shards", {}).get("total", 1):
             self.warn(f"{self.label}: no index matches {self.index!r} (check --index)")
         try:
             after = None
             while True:
-                with self._errors():
+                with self._retryable(True):
                     response = es.search(
                         pit={"id": pit, "keep_alive": "2m"},
                         query=query,
@@ -104,6 +134,7 @@ class ElasticsearchSource:
                         search_after=after,
                         track_total_hits=False,
                     )
+                _check_shards(response, "searching")
                 hits = response["hits"]["hits"]
                 if not hits:
                     return
@@ -111,10 +142,31 @@ class ElasticsearchSource:
                 yield hits
                 after = hits[-1]["sort"]
         finally:
-            try:
+            with contextlib.suppress(Exception):  # the PIT expires by itself; never mask the real error
                 es.close_point_in_time(id=pit)
-            except Exception:  # noqa: BLE001 - the PIT expires by itself; never mask the real error
-                pass
+
+    @contextmanager
+    def _retryable(self, started: bool) -> Iterator[None]:
+        """Errors of a cluster losing a node become :class:`_PartialResults`; the rest, sentences.
+
+        Before the first answer, a refused connection is the user's to fix (wrong URL): it
+        is not retried. Once the search is under way, it means a node went away.
+        """
+        from elastic_transport import ConnectionError as TransportConnectionError
+        from elasticsearch import ApiError
+
+        with self._errors():
+            try:
+                yield
+            except ApiError as exc:
+                status, text = exc.meta.status, str(exc.body)
+                if status >= 500 or status == 429 or (status == 404 and "search_context_missing" in text):
+                    raise _PartialResults(f"Elasticsearch answered {status} ({exc.message})") from None
+                raise
+            except TransportConnectionError as exc:
+                if started:
+                    raise _PartialResults(f"the connection broke ({exc.message})") from None
+                raise
 
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every match (or the ``last`` N), sorted by time then rank."""
@@ -130,7 +182,7 @@ class ElasticsearchSource:
             newest.extend(hit["_source"] for hit in hits if spec.matches(hit["_source"]))
             if len(newest) >= last:
                 break
-        yield from sorted(reversed(newest[:last]), key=sort_key)  # ties keep index order, as ascending
+        yield from sorted(reversed(newest[:last]), key=sort_key)  # noqa: C414 - reversed first: ties keep index order, as ascending
 
     def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
         """Documents indexed from now on, by polling for ``@timestamp`` at or after the last one seen.

@@ -15,7 +15,7 @@ import re
 from typing import Any, Final
 
 from hvdlog.fields import LEVELS
-from hvdlog.query.spec import PATTERN_FIELDS, Condition, Filter
+from hvdlog.query.spec import PATTERN_FIELDS, Condition, Filter, RankSet
 
 __all__ = ["SORT", "pattern_clauses", "to_query"]
 
@@ -56,6 +56,18 @@ def pattern_clauses(pattern: str, field: str) -> list[dict[str, Any]]:
     return clauses
 
 
+def _rank_clause(ranks: RankSet | frozenset[int]) -> dict[str, Any]:
+    """Single ranks as one ``terms``, wider intervals as ``range``s: the query stays as small as the flag."""
+    intervals = ranks.intervals if isinstance(ranks, RankSet) else RankSet((rank, rank) for rank in ranks).intervals
+    singles = [low for low, high in intervals if low == high]
+    clauses: list[dict[str, Any]] = [{"range": {"rank": {"gte": low, "lte": high}}} for low, high in intervals if low != high]
+    if singles:
+        clauses.append({"terms": {"rank": singles}})
+    if len(clauses) == 1:
+        return clauses[0]
+    return {"bool": {"should": clauses, "minimum_should_match": 1}}
+
+
 def _condition_clause(condition: Condition) -> dict[str, Any]:
     if condition.min_level is not None:
         return _level_clause(condition.min_level)
@@ -68,7 +80,7 @@ def to_query(spec: Filter) -> dict[str, Any]:
     """The bool query for ``spec`` (a superset of its matches; exact except for PATTERN)."""
     must: list[dict[str, Any]] = []
     if spec.ranks is not None:
-        must.append({"terms": {"rank": sorted(spec.ranks)}})
+        must.append(_rank_clause(spec.ranks))
     if spec.min_level is not None:
         must.append(_level_clause(spec.min_level))
     if spec.jobs:

@@ -11,61 +11,39 @@ Two shortcuts keep ``grep --rank R --level error`` fast on big trees, both exact
   file after the rank whose events it holds);
 * in a ``.jsonl`` file, only lines containing a needle that every match must contain
   (``"error"``/``"critical"`` for ``--level error``, the literal PATTERN) are parsed; the
-  needles are found with ``bytes.find`` over the whole file, at memory speed.
+  needles are found with ``bytes.find`` over blocks of the file, at memory speed.
+
+Files are read with ``read()``, never mapped: a file truncated while it is read (log
+rotation, a rank restarting) ends the read early instead of killing the process (SIGBUS).
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import re
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from hvdlog.documents import Document
 from hvdlog.fields import LEVELS, PARSE_FAILURE_TAG
-from hvdlog.layout import PATH_PATTERN, parse_path
+from hvdlog.layout import path_rank, walk
 from hvdlog.parse import parse_lines
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter, sort_key
 
 __all__ = ["FileSource", "discover", "path_rank"]
 
-#: ``horovodrun --output-filename DIR`` writes ``DIR/rank.N/stdout`` (gloo; Open MPI adds a level).
-_OUTPUT_FILENAME: Final = re.compile(r"(?:^|/)rank\.(?P<rank>\d+)/(?:stdout|stderr)$")
-_LOG_SUFFIX: Final = re.compile(r"\.(?:jsonl|log)(?:\.\d+)?$")
 _JSON_SAFE: Final = re.compile(r"^[\x20-\x7e]+$")
-
-
-def path_rank(path: Path) -> int | None:
-    """The rank a per-rank path names (our layout or an ``--output-filename`` tree)."""
-    text = path.as_posix()
-    if (rank_file := parse_path(text)) is not None:
-        return rank_file.rank
-    match = _OUTPUT_FILENAME.search(text)
-    return int(match["rank"]) if match else None
-
-
-def _is_log_file(path: Path) -> bool:
-    text = path.as_posix()
-    return bool(PATH_PATTERN.search(text) or _OUTPUT_FILENAME.search(text) or _LOG_SUFFIX.search(text))
+#: Bytes read per block when scanning for needles.
+_BLOCK: Final = 8 * 1024 * 1024
 
 
 def discover(paths: Iterable[str | Path], warn: Warn) -> list[Path]:
-    """Files named directly, plus every log file under named directories, sorted."""
-    found: set[Path] = set()
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found.update(p for p in path.rglob("*") if p.is_file() and _is_log_file(p.relative_to(path)))
-        elif path.exists():
-            found.add(path)
-        else:
-            warn(f"{path}: no such file or directory")
-    return sorted(found)
+    """Files named directly, plus every log file under named directories (:func:`hvdlog.layout.walk`)."""
+    return sorted(set(walk(paths, warn)))
 
 
 def _needles(spec: Filter) -> tuple[list[bytes], bytes | None]:
@@ -74,18 +52,17 @@ def _needles(spec: Filter) -> tuple[list[bytes], bytes | None]:
     if spec.min_level is not None and LEVELS.index(spec.min_level) > LEVELS.index("info"):
         levels = [f'"{name}"'.encode() for name in LEVELS[LEVELS.index(spec.min_level) :]]
     literal = None
-    if spec.pattern and not spec.regex and not spec.ignore_case and _JSON_SAFE.match(spec.pattern):
-        if '"' not in spec.pattern and "\\" not in spec.pattern:
-            literal = spec.pattern.encode()
+    pattern = spec.pattern
+    if pattern and not spec.regex and not spec.ignore_case and _JSON_SAFE.match(pattern) and '"' not in pattern and "\\" not in pattern:
+        literal = pattern.encode()
     return levels, literal
 
 
-def _candidate_lines(data: bytes | mmap.mmap, levels: Sequence[bytes], literal: bytes | None) -> list[bytes]:
+def _candidate_lines(data: bytes, levels: Sequence[bytes], literal: bytes | None) -> list[bytes]:
     """Lines of ``data`` containing one of ``levels`` (or ``literal`` when no levels) — found by ``find``."""
-    scan = list(levels) or [literal]  # type: ignore[list-item]
+    scan = list(levels) if levels else [literal] if literal is not None else []
     starts: set[int] = set()
     for needle in scan:
-        assert needle is not None
         pos = data.find(needle)
         while pos >= 0:
             start = data.rfind(b"\n", 0, pos) + 1
@@ -101,6 +78,29 @@ def _candidate_lines(data: bytes | mmap.mmap, levels: Sequence[bytes], literal: 
         if literal is None or literal in line:
             lines.append(line)
     return lines
+
+
+def _blocks(handle: BinaryIO) -> Iterator[bytes]:
+    """The file in blocks of whole lines (the last one may end without a newline)."""
+    carry = b""
+    while block := handle.read(_BLOCK):
+        block = carry + block
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            carry = block
+            continue
+        carry = block[cut:]
+        yield block[:cut]
+    if carry:
+        yield carry
+
+
+def _tags(doc: Document) -> tuple[object, ...]:
+    """``tags`` as a tuple whatever the data put there (``"tags": 5`` is data, not our bug)."""
+    tags = doc.get("tags")
+    if isinstance(tags, (list, tuple)):
+        return tuple(tags)
+    return (tags,) if tags is not None else ()
 
 
 class FileSource:
@@ -125,19 +125,16 @@ class FileSource:
             raise SourceError("no log files found: check the paths (files, directories or --output-filename trees)")
         if spec.ranks is None:
             return files
-        return [path for path in files if (rank := path_rank(path)) is None or rank in spec.ranks]
+        ranks = spec.ranks
+        return [path for path in files if (rank := path_rank(path)) is None or rank in ranks]
 
     def _read(self, path: Path, spec: Filter) -> Iterator[Document]:
         levels, literal = _needles(spec) if path.name.endswith(".jsonl") or ".jsonl." in path.name else ([], None)
-        if levels or literal:
-            with open(path, "rb") as handle:
-                if os.fstat(handle.fileno()).st_size == 0:
-                    return
-                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    lines = _candidate_lines(data, levels, literal)
-            yield from parse_lines(lines, path=str(path), timezone=self.timezone)
-        else:
-            with open(path, "rb") as handle:
+        with open(path, "rb") as handle:
+            if levels or literal:
+                lines = (line for block in _blocks(handle) for line in _candidate_lines(block, levels, literal))
+                yield from parse_lines(lines, path=str(path), timezone=self.timezone)
+            else:
                 yield from parse_lines(handle, path=str(path), timezone=self.timezone)
 
     def _matches(self, files: Iterable[Path], spec: Filter) -> Iterator[Document]:
@@ -146,7 +143,7 @@ class FileSource:
         for path in files:
             try:
                 for doc in self._read(path, spec):
-                    if PARSE_FAILURE_TAG in (doc.get("tags") or ()):
+                    if PARSE_FAILURE_TAG in _tags(doc):
                         failures += 1
                     if spec.matches(doc):
                         yield doc
@@ -170,6 +167,7 @@ class FileSource:
     def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
         """Lines appended from now on (new files included), parsed and filtered, batch by batch."""
         offsets: dict[Path, int] = {path: _size(path) for path in self._files(spec)}
+        warned: set[Path] = set()
         while True:
             time.sleep(interval)
             batch: list[Document] = []
@@ -179,10 +177,14 @@ class FileSource:
                 start = offsets.get(path, 0)
                 try:
                     with open(path, "rb") as handle:
+                        if os.fstat(handle.fileno()).st_size < start:  # truncated or replaced: read it anew
+                            start = 0
                         handle.seek(start)
                         chunk = handle.read()
                 except OSError as exc:
-                    self.warn(f"{path}: cannot read ({exc.strerror}); skipped")
+                    if path not in warned:
+                        warned.add(path)
+                        self.warn(f"{path}: cannot read ({exc.strerror}); skipped")
                     continue
                 complete = chunk[: chunk.rfind(b"\n") + 1]
                 offsets[path] = start + len(complete)

@@ -10,7 +10,7 @@ reports it through ``on_warning`` and goes on.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from hvdlog.documents import Document

@@ -8,8 +8,8 @@ Elasticsearch ``date`` field keeps.
 
 Semantics:
 
-* ``ranks``: the document's ``rank`` is one of them (``0,3,8-15``); documents without a rank
-  never match a rank filter.
+* ``ranks``: the document's ``rank`` is one of them (``0,3,8-15``, kept as intervals);
+  documents without a rank never match a rank filter.
 * ``min_level``: ``log.level`` at least this severe; unknown or missing levels count as info.
 * ``jobs``/``hosts``: exact ``job`` / ``host.name``.
 * ``since``/``until``: ``@timestamp`` within, both ends inclusive.
@@ -23,21 +23,27 @@ Semantics:
 
 from __future__ import annotations
 
+import bisect
 import functools
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 from hvdlog.documents import get_field
 from hvdlog.fields import LEVELS, level_at_least
+from hvdlog.layout import tree_of
 
 __all__ = [
+    "MAX_JOB_SIZE",
+    "MAX_RANK",
     "PATTERN_FIELDS",
     "Condition",
     "Filter",
     "FilterError",
+    "RankSet",
     "format_ranks",
     "job_of",
     "parse_ranks",
@@ -59,28 +65,89 @@ class FilterError(ValueError):
     """A flag value that cannot be understood; the message says which and why."""
 
 
-def parse_ranks(text: str) -> frozenset[int]:
-    """``"0,3,8-15"`` -> ``{0, 3, 8, ..., 15}``."""
-    ranks: set[int] = set()
+#: Upper bound of a rank (Horovod ranks are C ints); larger numbers are a typo, not a rank.
+MAX_RANK: Final = 2**31 - 1
+
+#: The largest job ``size`` an analysis believes: a field of the data must not make a
+#: command enumerate a billion ranks (memory and time would follow the number, not the files).
+MAX_JOB_SIZE: Final = 65536
+
+
+class RankSet:
+    """A set of ranks kept as sorted, merged intervals: ``0-99999999`` costs two integers.
+
+    Membership is a binary search; nothing ever enumerates the ranks a user typed, so the
+    size of a range never costs memory or time (what a command prints about ranks comes
+    from the ranks it saw in the data).
+    """
+
+    __slots__ = ("_lows", "intervals")
+
+    def __init__(self, intervals: Iterable[tuple[int, int]]) -> None:
+        merged: list[tuple[int, int]] = []
+        for low, high in sorted(intervals):
+            if merged and low <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], high))
+            else:
+                merged.append((low, high))
+        #: Inclusive (low, high) pairs, sorted and disjoint.
+        self.intervals: tuple[tuple[int, int], ...] = tuple(merged)
+        self._lows = [low for low, _ in merged]
+
+    def __contains__(self, rank: object) -> bool:
+        if not isinstance(rank, int) or isinstance(rank, bool):
+            return False
+        index = bisect.bisect_right(self._lows, rank) - 1
+        return index >= 0 and rank <= self.intervals[index][1]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RankSet):
+            return self.intervals == other.intervals
+        if isinstance(other, (set, frozenset)):
+            return len(other) == sum(high - low + 1 for low, high in self.intervals) and all(rank in self for rank in other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.intervals)
+
+    def __repr__(self) -> str:
+        return f"RankSet({format_ranks(self)!r})"
+
+
+def parse_ranks(text: str) -> RankSet:
+    """``"0,3,8-15"`` -> the ranks 0, 3 and 8 to 15, as intervals."""
+    intervals: list[tuple[int, int]] = []
     for part in (p.strip() for p in text.split(",")):
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        match = re.fullmatch(r"(\d{1,18})(?:\s*-\s*(\d{1,18}))?", part)
         if not match:
             raise FilterError(f"bad rank list {text!r}: use numbers and ranges like 0,3,8-15")
         low = int(match[1])
         high = int(match[2]) if match[2] else low
         if high < low:
             raise FilterError(f"bad rank range {part!r}: the end is below the start")
-        ranks.update(range(low, high + 1))
-    return frozenset(ranks)
+        if high > MAX_RANK:
+            raise FilterError(f"bad rank {high} in {text!r}: ranks go up to {MAX_RANK}")
+        intervals.append((low, high))
+    return RankSet(intervals)
 
 
 def format_ranks(ranks: object) -> str:
-    """``[0, 1, 2, 3, 7]`` -> ``"0-3,7"`` (the inverse of :func:`parse_ranks`)."""
-    values = sorted(set(ranks))  # type: ignore[call-overload]
+    """``[0, 1, 2, 3, 7]`` (or a :class:`RankSet`) -> ``"0-3,7"``; the inverse of :func:`parse_ranks`.
+
+    Anything that is not a collection of integers (data can say ``"missing_ranks": 5``)
+    formats what it can: integers are kept, other values are dropped.
+    """
+    if isinstance(ranks, RankSet):
+        return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in ranks.intervals)
+    if isinstance(ranks, int) and not isinstance(ranks, bool):
+        ranks = [ranks]
+    if not isinstance(ranks, Iterable) or isinstance(ranks, (str, bytes, Mapping)):
+        return ""
+    values = sorted({value for value in ranks if isinstance(value, int) and not isinstance(value, bool)})
     parts: list[str] = []
     start = prev = None
     for value in [*values, None]:
-        if start is not None and (value is None or value != prev + 1):
+        if start is not None and prev is not None and (value is None or value != prev + 1):
             parts.append(str(start) if start == prev else f"{start}-{prev}")
             start = None
         if value is not None and start is None:
@@ -121,28 +188,27 @@ def _minute_millis(prefix: str) -> int:
 
 def timestamp_millis(value: object) -> int | None:
     """Milliseconds since the epoch of an ``@timestamp`` value (ISO string or epoch millis)."""
+    if isinstance(value, bool):
+        return None
     if isinstance(value, (int, float)):
-        return int(value)
+        return int(value) if math.isfinite(value) else None
     if not isinstance(value, str):
         return None
-    if _CANONICAL.match(value):  # our writer's form: 2026-11-29T15:47:55.123456Z, the hot path
-        return _minute_millis(value[:16]) + int(value[17:19]) * 1000 + int(value[20:-1][:3].ljust(3, "0"))
     try:
+        if _CANONICAL.match(value):  # our writer's form: 2026-11-29T15:47:55.123456Z, the hot path
+            return _minute_millis(value[:16]) + int(value[17:19]) * 1000 + int(value[20:-1][:3].ljust(3, "0"))
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=timezone.utc)
+        return _floor_millis(parsed)
+    except (ValueError, OverflowError):  # not a date, or one no calendar holds (month 13, year 0)
         return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return _floor_millis(parsed)
 
 
 def _floor_millis(parsed: datetime) -> int:
     """Truncate to the millisecond exactly like Elasticsearch's ``date`` type does."""
     whole = parsed.replace(microsecond=0)
     return int(whole.timestamp()) * 1000 + parsed.microsecond // 1000
-
-
-_TREE_RANK_DIR: Final = re.compile(r"^(?P<job>.*)/rank\.\d+/(?:stdout|stderr)$")
 
 
 def job_of(doc: Mapping[str, Any]) -> str | None:
@@ -152,15 +218,22 @@ def job_of(doc: Mapping[str, Any]) -> str | None:
     path = get_field(doc, "log.file.path")
     if not isinstance(path, str):
         return None
-    match = _TREE_RANK_DIR.match(path.replace("\\", "/"))
-    return match["job"] if match else path
+    return tree_of(path) or path
 
 
 def sort_key(doc: Mapping[str, Any]) -> tuple[int, int]:
-    """The order every source yields: ``@timestamp`` (ms), then ``rank``; missing ones first."""
+    """The order every source yields: ``@timestamp`` (ms), then ``rank``; untimed documents first.
+
+    Untimed documents (a console without timestamps, Horovod before 0.16) all share one key,
+    so a stable sort keeps them in the order they were read: their position is the only
+    order they have (files keep it exactly; Elasticsearch returns them by rank, then in
+    ingestion order).
+    """
     millis = timestamp_millis(doc.get("@timestamp"))
+    if millis is None:
+        return (-(2**62), -1)
     rank = doc.get("rank")
-    return (millis if millis is not None else -(2**62), rank if isinstance(rank, int) else -1)
+    return (millis, rank if isinstance(rank, int) else -1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +258,7 @@ class Condition:
 class Filter:
     """Which events a command wants; the same object drives every source."""
 
-    ranks: frozenset[int] | None = None
+    ranks: RankSet | frozenset[int] | None = None
     min_level: str | None = None
     jobs: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()

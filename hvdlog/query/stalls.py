@@ -4,7 +4,9 @@ Both report a stall repeatedly while it lasts; an *episode* is one stretch of su
 Inspector warnings (rank 0 only) name the missing ranks and tensors directly. Watchdog
 events come from every rank that stopped making progress: a rank waiting inside a Horovod
 collective is a victim, a rank stuck outside any collective is the culprit, and ranks of
-the job that never reported while others waited are missing too. An episode ends with a
+the job that never reported while others waited are missing too. Under a DistributedOptimizer
+the watchdog also names the tensors each rank waits for and those it has not submitted: a
+rank that has not submitted a tensor another rank waits for is missing. An episode ends with a
 ``stall_resolved`` from every stalled rank, or — if it never resolves — in shutdown when
 the job then fails (an error, a signal, or Horovod's own "Will shutdown").
 """
@@ -18,7 +20,7 @@ from typing import Any, Final
 
 from hvdlog.documents import Document, get_field
 from hvdlog.fields import level_at_least
-from hvdlog.query.spec import Condition, Filter, job_of, sort_key, timestamp_millis
+from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, job_of, sort_key, timestamp_millis
 
 __all__ = ["STALL_EVENTS", "StallEpisode", "find_stalls", "progress_filter", "stall_episodes"]
 
@@ -43,6 +45,8 @@ class StallEpisode:
     missing_ranks: list[int] = field(default_factory=list)
     waiting_ranks: list[int] = field(default_factory=list)
     tensors: list[str] = field(default_factory=list)
+    unsubmitted_tensors: list[str] = field(default_factory=list)
+    unsubmitted_ranks: list[int] = field(default_factory=list)
     operations: list[str] = field(default_factory=list)
     step: int | None = None
     reports: int = 0
@@ -53,7 +57,12 @@ class StallEpisode:
     _stalled: set[int] = field(default_factory=set)
     _stalled_steps: dict[int, int] = field(default_factory=dict)
     _culprits: set[int] = field(default_factory=set)
+    _waits: dict[int, set[str]] = field(default_factory=dict)
+    _unsubmitted: dict[int, dict[str, None]] = field(default_factory=dict)
     _size: int | None = None
+    #: Reports without a time (Horovod before 0.16, HOROVOD_LOG_HIDE_TIME): placed by position.
+    _untimed: bool = False
+    _last_index: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The public fields, for ``--json``."""
@@ -80,7 +89,7 @@ def _add(episode: StallEpisode, doc: Document, millis: int) -> None:
     episode.reports += 1
     episode._last_ms = millis
     size = doc.get("size")
-    if isinstance(size, int):
+    if isinstance(size, int) and 0 < size <= MAX_JOB_SIZE:  # bounded: see MAX_JOB_SIZE
         episode._size = size
     for name in get_field(doc, "horovod.stall.tensors") or ():
         if name not in episode.tensors:
@@ -102,6 +111,8 @@ def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
         step = doc.get("step")
         episode._stalled_steps[rank] = step if isinstance(step, int) else -1
     episode._stalled.add(rank)
+    episode._waits.setdefault(rank, set()).update(get_field(doc, "horovod.stall.tensors") or ())
+    episode._unsubmitted.setdefault(rank, {}).update(dict.fromkeys(get_field(doc, "horovod.stall.unsubmitted_tensors") or ()))
     if operation := get_field(doc, "horovod.stall.operation"):
         if rank not in episode.waiting_ranks:
             episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
@@ -111,9 +122,25 @@ def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
         episode._culprits.add(rank)
 
 
-def _finish(episode: StallEpisode, failures: list[tuple[int, Document]]) -> StallEpisode:
+def _blame_unsubmitted(episode: StallEpisode) -> set[int]:
+    """Ranks that never submitted a tensor another rank waits for; fills ``unsubmitted_*``."""
+    blamed: dict[str, None] = {}
+    for rank, unsubmitted in episode._unsubmitted.items():
+        needed = set().union(*(waits for other, waits in episode._waits.items() if other != rank))
+        if names := [name for name in unsubmitted if name in needed]:
+            episode.unsubmitted_ranks.append(rank)
+            blamed.update(dict.fromkeys(names))
+    episode.unsubmitted_tensors = list(blamed)
+    episode.unsubmitted_ranks.sort()
+    return set(episode.unsubmitted_ranks)
+
+
+def _finish(episode: StallEpisode, failures: list[tuple[int, Document]], failed_at: list[int]) -> StallEpisode:
+    if episode._untimed:  # no times: a failure later in the stream ends it in shutdown
+        episode.shutdown = episode.shutdown or any(index > episode._last_index for index in failed_at)
+        return episode
     if episode.source == "watchdog":
-        missing = set(episode._culprits) - set(episode.waiting_ranks)
+        missing = (set(episode._culprits) - set(episode.waiting_ranks)) | _blame_unsubmitted(episode)
         if episode._size and episode.waiting_ranks:
             reporting = set(episode.waiting_ranks) | episode._culprits
             missing |= set(range(episode._size)) - reporting
@@ -150,23 +177,33 @@ def _resume(current: dict[tuple[str, Any], StallEpisode], key: tuple[str, Any], 
 
 
 def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0) -> list[StallEpisode]:
-    """Every episode, ordered by start; reports further apart than ``merge_gap`` s split episodes."""
+    """Every episode, ordered by start; reports further apart than ``merge_gap`` s split episodes.
+
+    Reports without a time are kept too (episodes with no start): consecutive ones that share
+    a missing rank are one episode, ordered by their position in the stream.
+    """
     gap_ms = int(merge_gap * 1000)
     episodes: list[StallEpisode] = []
     current: dict[tuple[str, Any], StallEpisode] = {}
     failures: dict[Any, list[tuple[int, Document]]] = {}
-    for doc in sorted(docs, key=sort_key):
+    failed_at: dict[Any, list[int]] = {}  # positions of failures, for untimed episodes
+    for index, doc in enumerate(sorted(docs, key=sort_key)):
         millis = timestamp_millis(doc.get("@timestamp"))
-        if millis is None:
-            continue
         job = job_of(doc)
         source = get_field(doc, "horovod.stall.source")
         if source is None and get_field(doc, "horovod.stall.missing_ranks") is not None:
             source = "inspector"
+        if millis is None:
+            if source is None and _is_failure(doc):
+                failed_at.setdefault(job, []).append(index)
+            elif source is not None:
+                _add_untimed(episodes, current, (source, job), doc, index)
+            continue
         action = get_field(doc, "event.action")
         if source is None:
             if _is_failure(doc):
                 failures.setdefault(job, []).append((millis, doc))
+                failed_at.setdefault(job, []).append(index)
             elif _progressed(current.get(("watchdog", job)), doc):
                 _resume(current, ("watchdog", job), doc["rank"], millis)
             continue
@@ -183,8 +220,22 @@ def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0) -> list[S
             _add_watchdog(episode, doc, millis)
         else:
             _add(episode, doc, millis)
-    finished = [_finish(episode, failures.get(episode.job, [])) for episode in episodes]
-    return sorted(finished, key=lambda episode: episode._start_ms)
+    finished = [_finish(e, failures.get(e.job, []), failed_at.get(e.job, [])) for e in episodes]
+    # Untimed episodes sort first (as untimed events do), in the order they were reported.
+    return sorted(finished, key=lambda episode: (not episode._untimed, episode._start_ms))
+
+
+def _add_untimed(
+    episodes: list[StallEpisode], current: dict[tuple[str, Any], StallEpisode], key: tuple[str, Any], doc: Document, index: int
+) -> None:
+    """An untimed report joins the open untimed episode when they share a missing rank; else it opens one."""
+    episode = current.get(key)
+    missing = set(get_field(doc, "horovod.stall.missing_ranks") or ())
+    if episode is None or not episode._untimed or (missing and episode.missing_ranks and not missing & set(episode.missing_ranks)):
+        episode = current[key] = StallEpisode(key[0], key[1], None, None, 0.0, _untimed=True)
+        episodes.append(episode)
+    _add(episode, doc, 0)
+    episode._last_index = index
 
 
 def progress_filter(docs: Sequence[Document], base: Filter) -> Filter | None:

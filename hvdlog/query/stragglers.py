@@ -6,7 +6,8 @@ What can: the last step a rank reached (a hung or dead rank stops while the othe
 one step ahead), its step rate over its own events, and its own ``samples_per_sec`` when
 the training code measures it on the rank's compute time. A rank is flagged when it lags
 the median by ``min_lag`` steps or more, or its rate is below ``1 - tolerance`` of the median.
-Ranks of the job (from ``size``) with no step event at all are flagged as silent.
+Ranks of the job (from ``size``, believed up to :data:`MAX_JOB_SIZE`) with no step event
+at all are flagged as silent.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field
-from hvdlog.query.spec import Condition, job_of, timestamp_millis
+from hvdlog.query.spec import MAX_JOB_SIZE, Condition, job_of, timestamp_millis
 
 __all__ = ["STEP_EVENTS", "RankProgress", "stragglers"]
 
 #: What the analysis needs from a source: events that carry a step.
 STEP_EVENTS: Final = (Condition("step"),)
+
 
 
 @dataclass
@@ -41,6 +43,12 @@ class RankProgress:
     lag_steps: float | None = None
     outlier: bool = False
     reasons: list[str] = field(default_factory=list)
+    #: What the flag rests on: "steps" (this module), "timeline" (:mod:`hvdlog.timeline.evidence`).
+    evidence: list[str] = field(default_factory=list)
+    #: This rank's figures from Horovod's timeline, when one was found.
+    timeline: dict[str, Any] | None = None
+    #: This rank's CPU/memory/GPU figures from its ``resources`` events (:mod:`hvdlog.query.resources`).
+    resources: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields, for ``--json``."""
@@ -64,9 +72,9 @@ def _collect(docs: Iterable[Document]) -> tuple[dict[tuple[Any, int], _Track], d
     sizes: dict[Any, int] = {}
     for doc in docs:
         rank, step, job = doc.get("rank"), doc.get("step"), job_of(doc)
-        if isinstance(size := doc.get("size"), int):
+        if isinstance(size := doc.get("size"), int) and 0 < size <= MAX_JOB_SIZE:
             sizes[job] = max(sizes.get(job, 0), size)
-        if not isinstance(rank, int) or not isinstance(step, int):
+        if not isinstance(rank, int) or not isinstance(step, int) or isinstance(step, bool) or isinstance(rank, bool):
             continue
         millis = timestamp_millis(doc.get("@timestamp"))
         track = tracks.setdefault((job, rank), _Track())
@@ -101,6 +109,7 @@ def _flag(row: RankProgress, median_step: float, median_rate: float | None, medi
     if median_sps and row.samples_per_sec is not None and row.samples_per_sec < (1 - tolerance) * median_sps:
         row.reasons.append(f"samples/s {row.samples_per_sec:g} vs median {median_sps:g}")
     row.outlier = bool(row.reasons)
+    row.evidence = ["steps"] if row.reasons else []
 
 
 def stragglers(docs: Iterable[Document], min_lag: int = 2, tolerance: float = 0.25) -> list[RankProgress]:

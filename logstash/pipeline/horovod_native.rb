@@ -16,10 +16,12 @@
 # register() builds only read-only state; the one mutable state, the chatter sampling
 # counters (per rank, stream and file, like `hvdlog parse`), is guarded by a Mutex.
 
+require "json"
 require "thread"
 
 REFERENCE = /%\{(\w+)(?::([^:}]+))?(?::(int|float))?\}/
 # Horovod's level letters (hvdlog/fields.py HOROVOD_LEVEL_LETTERS; a test checks they agree).
+LEGACY_STALL_MARK = "WARNING: One or more tensors"
 LEVELS = { "T" => "trace", "D" => "debug", "I" => "info", "W" => "warning", "E" => "error", "F" => "critical" }.freeze
 
 def register(params)
@@ -34,10 +36,23 @@ def register(params)
   @op = compile("HOROVOD_STALL_OP")
   @traceback = compile("HOROVOD_TRACEBACK_START")
   @exception = compile("HOROVOD_EXCEPTION_LINE")
+  @chain = compile("HOROVOD_TRACEBACK_CHAIN")
+  @frame = compile("HOROVOD_TRACEBACK_FRAME")
+  @lone_exception = compile("HOROVOD_LONE_EXCEPTION")
+  @exception_more = compile("HOROVOD_EXCEPTION_MORE")
   @terminate = compile("HOROVOD_TERMINATE")
   @what = compile("HOROVOD_TERMINATE_WHAT")
   @chatter = compile("HOROVOD_CHATTER")
-  @process_exit = compile("HOROVOD_PROCESS_EXIT")
+  # The message table (hvdlog/parse/assets/messages.json), shared with hvdlog.parse.messages.
+  @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
+    compiled = compile(row.fetch("pattern"))
+    raise ArgumentError, "#{row["pattern"]} must be anchored with \\A" unless compiled.regex.source.start_with?("\\A", "^")
+    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {}), row["pattern"]].freeze
+  end.freeze
+  # signal number -> name: the map of mpirun's row (Hydra's box uses it too)
+  @signal_names = @messages.find { |row| row[3] == "HOROVOD_MPIRUN_SIGNAL" }[2].fetch("event.reason").fetch("map")
+  @hydra_rank = compile("HOROVOD_HYDRA_RANK")
+  @hydra_end = compile("HOROVOD_HYDRA_END")
   setting = params.fetch("chatter", "keep").to_s
   @chatter_every = case setting
                    when "keep" then nil
@@ -53,6 +68,106 @@ def filter(event)
   block = event.get("[@metadata][hvd][block]").to_s
   lines = block.split("\n", -1)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
+  first_state = nil
+  if event.get("[@metadata][hvd][level]")
+    first_state = captures(@stall_header, event.get("message").to_s) ? :stall : :single
+  end
+  pieces = segments(lines, first_state)
+  return process(event, pieces.first || lines) if pieces.length <= 1
+  # Filebeat joined lines that hvdlog parse reads as several documents (a headless traceback
+  # after a print, a stall header after a space, lines after a plain core line): one event each.
+  pieces.each_with_index.flat_map do |piece_lines, index|
+    next process(event, piece_lines) if index.zero? && first_state
+    piece = event.clone
+    PER_EVENT_FIELDS.each { |field| piece.remove(field) }
+    piece.set("[message]", piece_lines.join("\n"))
+    process(piece, piece_lines)
+  end
+end
+
+# --- where hvdlog parse (hvdlog/parse/native.py) starts a new document ------------------
+
+# Fields of the first line's grok that a later document of the same block must not inherit.
+PER_EVENT_FIELDS = %w[[@metadata][hvd][level] [@metadata][hvd][time] [log][origin]].freeze
+# States in which blank lines may be inside the document (a traceback's).
+HOLDS_BLANKS = %i[traceback exception call_stack chain].freeze
+
+# What a line opens when it starts a document.
+def opening(line)
+  mark = line.index(LEGACY_STALL_MARK)
+  legacy = mark && captures(@legacy, line[mark..])
+  return :stall if legacy && captures(@stall_header, legacy["message"])
+  return :traceback if match(@traceback, line) || match(@frame, line)
+  return :exception if match(@lone_exception, line)
+  return :terminate if match(@terminate, line)
+  return :hydra if match(@hydra_rank, line)
+  :single
+end
+
+def stall_line?(line)
+  match(@ranks_title, line) || match(@rank, line) || match(@shutdown, line) || match(@ops_title, line) ||
+    match(@ops_line, line.lstrip)
+end
+
+# [whether `line` continues a document in `state`, the state after it]
+def continues(state, line, previous, blank_before)
+  case state
+  when :stall then [stall_line?(line), :stall]
+  when :terminate then [match(@what, line), :terminate]
+  when :hydra then [match(@hydra_end, line), :single]
+  when :traceback then [true, line.start_with?(" ", "\t") ? :traceback : :exception]
+  when :chain then [match(@traceback, line), :traceback]
+  when :exception, :call_stack
+    return [true, :chain] if match(@chain, line)
+    return [true, :call_stack] if state == :call_stack && !blank_before && line.match?(/\A[A-Za-z_]\w*\z/)
+    if line.start_with?(" ", "\t") || match(@exception_more, line) || (previous.start_with?("Node: ") && !blank_before)
+      return [true, line.start_with?("Function call stack:") ? :call_stack : :exception]
+    end
+    [false, nil]
+  else [false, nil]
+  end
+end
+
+# The block's lines cut into the documents hvdlog parse makes of them; blank lines between
+# documents are dropped, as hvdlog parse drops them.
+def segments(lines, first_state)
+  result = []
+  current = nil
+  state = nil
+  blanks = []
+  lines.each_with_index do |line, index|
+    if index.zero? && first_state
+      current = [line]
+      result << current
+      state = first_state
+      next
+    end
+    if line.strip.empty?
+      if current && HOLDS_BLANKS.include?(state)
+        blanks << line
+      else
+        current = nil
+      end
+      next
+    end
+    if current
+      ok, following = continues(state, line, current.last, !blanks.empty?)
+      if ok
+        current.concat(blanks) << line
+        state = following
+        blanks = []
+        next
+      end
+    end
+    blanks = []
+    current = [line]
+    result << current
+    state = opening(line)
+  end
+  result
+end
+
+def process(event, lines)
   letter = event.get("[@metadata][hvd][level]")
   if letter
     event.set("[log][level]", LEVELS.fetch(letter))
@@ -77,23 +192,40 @@ def filter(event)
   event.set("[event][dataset]", "horovod.launcher")
   event.set("[log][level]", "info")
   first = lines.first.to_s
-  legacy = captures(@legacy, first)
+  # <= v0.16's bare `WARNING: ` header, also after a space or glued to progress output
+  mark = first.index(LEGACY_STALL_MARK)
+  legacy = mark && captures(@legacy, first[mark..])
   if legacy && (seconds = captures(@stall_header, legacy["message"]))
-    stall(event, [legacy["message"]] + lines[1..], seconds["[horovod][stall][seconds]"], event.get("[size]"))
+    stall(event, lines, seconds["[horovod][stall][seconds]"], event.get("[size]"))
     event.set("[log][level]", "warning")
     event.set("[event][dataset]", "horovod.core")
-  elsif match(@traceback, first)
+  elsif match(@traceback, first) || match(@frame, first) || match(@lone_exception, first)
+    # a traceback, one whose header was lost (frames first), or an exception line alone
     traceback(event, lines)
+  elsif (found = captures(@hydra_rank, first))
+    # MPICH/Intel MPI's box: `=   RANK N PID P RUNNING AT host` then how it ended
+    found.each { |field, value| event.set(field, value) }
+    ending = lines[1] && captures(@hydra_end, lines[1])
+    if ending
+      number = ending.delete("[@metadata][hvd][signal_number]")
+      ending.each { |field, value| event.set(field, value) }
+      event.set("[event][reason]", @signal_names[number.to_s]) if @signal_names.key?(number.to_s)
+    end
+    event.set("[message]", lines.join("\n"))
+    event.set("[error][stack_trace]", lines.join("\n"))
+    event.set("[log][level]", "error")
   elsif (found = captures(@terminate, first))
     event.set("[message]", lines.join("\n"))
     event.set("[error][type]", found["[error][type]"])
     what = lines[1..].map { |line| captures(@what, line) }.compact.first
     event.set("[error][message]", what["[error][message]"]) if what
     event.set("[log][level]", "critical")
-  elsif (found = captures(@process_exit, first))
-    found.each { |field, value| event.set(field, value) }
-    event.set("[log][level]", found["[process][exit_code]"].zero? ? "info" : "error")
+  elsif (known = recognise(first))
+    known.each { |field, value| event.set(field, value) }
+    event.set("[message]", lines.join("\n"))
   else
+    # blank lines Filebeat joined at the end carry nothing (hvdlog parse skips them)
+    event.set("[message]", lines.join("\n"))
     event.tag("_hvdlog_parse_failure")
   end
   [event]
@@ -153,7 +285,9 @@ def op_fields(text, size)
       missing.concat(ranks)
     else
       ready.concat(ranks)
-      missing.concat((0...size.to_i).reject { |rank| ranks.include?(rank) }) if size
+      # size unknown: the ranks below the highest ready one that are not ready (a lower bound)
+      upto = size ? size.to_i : ranks.max.to_i
+      missing.concat((0...upto).reject { |rank| ranks.include?(rank) })
     end
   end
   fields = {}
@@ -163,18 +297,73 @@ def op_fields(text, size)
   fields
 end
 
+# The exception line of a (possibly chained, possibly headless) traceback, read like
+# hvdlog/parse/native.py: after the header and frames, the first other line is the
+# exception; what follows continues its message, until a chain notice and a new traceback.
+def exception_line(lines)
+  state = :frames
+  found = nil
+  lines.each_with_index do |line, index|
+    case state
+    when :frames
+      next if line.strip.empty? || line.start_with?(" ", "\t") || match(@traceback, line)
+      found = index
+      state = :message
+    when :message
+      state = :chain if match(@chain, line)
+    when :chain
+      state = :frames if match(@traceback, line)
+    end
+  end
+  found
+end
+
 def traceback(event, lines)
   text = lines.join("\n")
-  last = lines.reverse.find { |line| !line.strip.empty? && !line.start_with?(" ", "\t") }
-  found = captures(@exception, last.to_s)
+  at = exception_line(lines)
+  last = at && lines[at]
+  found = last && captures(@exception, last)
   if found
     found.each { |field, value| event.set(field, value) }
-  else
-    event.set("[error][message]", last.to_s)
+  elsif last
+    event.set("[error][message]", last)
+  end
+  # TF & co.: the exception's message goes on after its line
+  more = at ? lines[(at + 1)..] : []
+  if !more.empty? && event.get("[error][message]")
+    event.set("[error][message]", ([event.get("[error][message]")] + more).join("\n"))
   end
   event.set("[message]", text)
   event.set("[error][stack_trace]", text)
   event.set("[log][level]", "error")
+end
+
+# --- the message table, read like hvdlog/parse/messages.py -------------------------------
+
+def reference(dotted)
+  "[#{dotted.split(".").join("][")}]"
+end
+
+# Field references => values for the first table row `line` matches, or nil.
+def recognise(line)
+  @messages.each do |compiled, dataset, specs, _name|
+    found = captures(compiled, line)
+    next if found.nil?
+    fields = found.reject { |field, _| field.start_with?("[@metadata]") }
+    specs.each do |name, spec|
+      value = if spec.is_a?(Hash)
+                source = found[reference(spec["from"])]
+                source.nil? ? spec["default"] : spec["map"].fetch(source.to_s, spec["default"])
+              else
+                spec
+              end
+      fields[reference(name)] = value unless value.nil?
+    end
+    fields["[event][dataset]"] = dataset
+    fields["[log][level]"] ||= "info"
+    return fields
+  end
+  nil
 end
 
 # --- the pattern file, expanded like hvdlog/parse/patterns.py --------------------------

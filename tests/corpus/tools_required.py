@@ -1,4 +1,4 @@
-"""Tools the parsing tests need, installed by scripts/setup.sh: a missing one fails the test
+"""Tools the parsing tests need, installed by scripts/bootstrap.sh test: a missing one fails the test
 with the script to run, never skips it."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def installed(variable: str, what: str, script: str) -> str:
     """The path in environment ``variable``; fails the test when it names no file."""
     path = os.environ.get(variable)
     if not path or not Path(path).is_file():
-        pytest.fail(f"{what} not found ({variable}={path!r}): run scripts/setup.sh (scripts/{script})")
+        pytest.fail(f"{what} not found ({variable}={path!r}): run scripts/bootstrap.sh test (scripts/{script})")
     return path
 
 

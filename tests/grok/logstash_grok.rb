@@ -14,11 +14,12 @@
 #   `handle`: nil and "" dropped (keep_empty_captures => false), a field seen again becomes
 #   an array (a String is promoted; a number is kept as it is).
 #
-# Usage: jruby logstash_grok.rb PATTERN_FILE [multiline|plain] < requests > results
+# Usage: jruby logstash_grok.rb PATTERN_FILE [multiline|plain] [drop_empty|keep_empty] < requests > results
 # Request lines: `EXPRESSION<TAB>base64(text)` (EXPRESSION a grok expression such as
 # `%{HOROVOD_CORE_LINE}`; a bare NAME means %{NAME}). Output: one JSON line per request,
 # {"match": true|false, "captures": {field: value}}. `plain` compiles without
-# Regexp::MULTILINE: only for the test proving the mode matters.
+# Regexp::MULTILINE: only for the test proving the mode matters. `keep_empty` is the grok
+# option keep_empty_captures => true.
 
 require "base64"
 require "json"
@@ -48,13 +49,13 @@ def compile(patterns, expression, options)
   raise ArgumentError, "#{expression}: recursion too deep"
 end
 
-def captures(regex, found)
+def captures(regex, found, keep_empty)
   fields = {}
   regex.named_captures.each do |name, indices|
     _pattern, field, coerce = name.split(":")
     indices.each do |index|
       value = found[index]
-      next if value.nil? || value.empty?
+      next if value.nil? || (value.empty? && !keep_empty)
       value = value.to_i if coerce == "int"
       value = value.to_f if coerce == "float"
       previous = fields[field]
@@ -70,8 +71,9 @@ def captures(regex, found)
   fields
 end
 
-pattern_file, mode = ARGV
+pattern_file, mode, empty = ARGV
 options = mode == "plain" ? 0 : Regexp::MULTILINE
+keep_empty = empty == "keep_empty"
 patterns = load_patterns(pattern_file)
 compiled = {}
 $stdout.sync = false
@@ -81,5 +83,5 @@ $stdin.each_line do |request|
   text = Base64.strict_decode64(encoded.to_s).force_encoding("UTF-8")
   regex = (compiled[expression] ||= compile(patterns, expression, options))
   found = regex.match(text)
-  puts JSON.generate({ "match" => !found.nil?, "captures" => found ? captures(regex, found) : {} })
+  puts JSON.generate({ "match" => !found.nil?, "captures" => found ? captures(regex, found, keep_empty) : {} })
 end

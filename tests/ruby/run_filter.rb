@@ -11,7 +11,7 @@
 #   on the same context at the same time, as Logstash's workers do.
 #
 # The Event below is the part of LogStash::Event the script may use (get/set with
-# [field][refs], tag, cancel/cancelled?, to_hash); get returns a copy, as Logstash's does
+# [field][refs], remove, clone, tag, cancel/cancelled?, to_hash); get returns a copy, as Logstash's does
 # (the Java event converts values on the way out).
 #
 # Usage: jruby run_filter.rb SCRIPT PARAMS_JSON [--workers N] < events.ndjson > results.ndjson
@@ -53,6 +53,11 @@ class Event
     tags << value unless tags.include?(value)
   end
 
+  # A deep copy, as LogStash::Event#clone makes (a new event for the same pipeline).
+  def clone
+    Event.new(Marshal.load(Marshal.dump(@data)))
+  end
+
   def cancel
     @cancelled = true
   end
@@ -61,8 +66,9 @@ class Event
     @cancelled
   end
 
+  # As LogStash::Event#to_hash: the fields without @metadata (kept apart by the Java event).
   def to_hash
-    Marshal.load(Marshal.dump(@data))
+    Marshal.load(Marshal.dump(@data.reject { |key, _| key == "@metadata" }))
   end
 
   private

@@ -1,0 +1,98 @@
+"""The message table: single-line messages declared once, for `hvdlog parse` and Logstash.
+
+``hvdlog/parse/assets/messages.json`` lists, in order, a pattern of the grok pattern file
+and the fields a line it matches gets (constants, or values mapped from a capture).
+logstash/pipeline/horovod_native.rb reads the same file, so a new one-line message is one
+pattern, one row and one corpus case (recipe in logstash/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
+
+__all__ = ["MESSAGES_FILE", "Message", "load_messages", "recognise", "signal_names"]
+
+#: The table, shipped inside the package; ``HVDLOG_MESSAGES`` points elsewhere.
+MESSAGES_FILE: Final = Path(os.environ.get("HVDLOG_MESSAGES") or Path(__file__).resolve().parent / "assets" / "messages.json")
+DEFAULT_DATASET: Final = "horovod.launcher"
+_METADATA: Final = "@metadata."
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One row: a pattern and how its captures become a document's fields."""
+
+    pattern: CompiledPattern
+    dataset: str
+    fields: tuple[tuple[str, Any], ...]
+
+    def fields_of(self, line: str) -> dict[str, Any] | None:
+        """The document fields for ``line`` (message = the line), or None if it does not match."""
+        captured = self.pattern.match(line)
+        if captured is None:
+            return None
+        fields = {name: value for name, value in captured.items() if not name.startswith(_METADATA)}
+        for name, spec in self.fields:
+            if not isinstance(spec, dict):
+                fields[name] = spec
+                continue
+            source = captured.get(spec["from"])
+            value = spec["map"].get(str(source), spec.get("default")) if source is not None else spec.get("default")
+            if value is not None:
+                fields[name] = value
+        fields["message"] = line
+        fields["event.dataset"] = self.dataset
+        fields.setdefault("log.level", "info")
+        return fields
+
+
+def _row(row: dict[str, Any], path: Path) -> Message:
+    name = row.get("pattern")
+    if not isinstance(name, str):
+        raise PatternError(f"{path}: a row without a pattern name: {row!r}")
+    pattern = compile_pattern(name)
+    if not pattern.regex.pattern.startswith(("\\A", "^")):
+        raise PatternError(f"{path}: {name} must be anchored with \\A (Logstash searches, Python matches)")
+    fields = row.get("fields", {})
+    for field, spec in fields.items():
+        if isinstance(spec, dict) and not ({"from", "map"} <= set(spec) <= {"from", "map", "default"}):
+            raise PatternError(f"{path}: {name}: field {field} must be a value or {{from, map[, default]}}")
+    return Message(pattern, row.get("dataset", DEFAULT_DATASET), tuple(fields.items()))
+
+
+@cache
+def load_messages(path: Path = MESSAGES_FILE) -> tuple[Message, ...]:
+    """The table's rows, compiled (cached)."""
+    try:
+        table = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise PatternError(f"cannot read the message table {path}: {error}; set HVDLOG_MESSAGES") from error
+    return tuple(_row(row, Path(path)) for row in table["messages"])
+
+
+def recognise(line: str) -> dict[str, Any] | None:
+    """The fields of the first table row ``line`` matches, or None."""
+    for message in load_messages():
+        fields = message.fields_of(line)
+        if fields is not None:
+            return fields
+    return None
+
+
+#: The row whose event.reason map names signal numbers (mpirun's `exited on signal N`).
+SIGNAL_ROW: Final = "HOROVOD_MPIRUN_SIGNAL"
+
+
+def signal_names() -> dict[str, str]:
+    """Signal number (as text) -> name, from the table (Hydra's box uses it too)."""
+    for message in load_messages():
+        if message.pattern.name == SIGNAL_ROW:
+            return dict(dict(message.fields)["event.reason"]["map"])
+    raise PatternError(f"{MESSAGES_FILE}: the table has no {SIGNAL_ROW} row with an event.reason map")

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The demo's two real trainings (2 ranks, Gloo, CPU) into ROOT: `demo-stall` (rank 1 slow,
+# then hung 8 s at step 6) and `demo-crash` (rank 1 raises at step 4). Used by
+# scripts/demo.sh and by the docs test (tests/test_docs.py), so the examples in the docs
+# are checked against the very logs a newcomer gets. Needs the venv on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="${1:?usage: demo-train.sh ROOT}"
+quiet="${2:-}"
+say() { [ -n "$quiet" ] || printf '\n\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+say "training: horovodrun -np 2 --gloo, rank 1 is a straggler and hangs 8 s at step 6"
+out=/dev/stdout; [ -n "$quiet" ] && out=/dev/null
+HOROVOD_LOG_LEVEL=debug horovodrun -np 2 -H localhost:2 --gloo \
+  python training/train.py --log-root "$root" --job demo-stall --epochs 2 --steps-per-epoch 10 \
+    --straggler-rank 1 --straggler-delay 0.05 --hang-rank 1 --hang-at-step 6 --hang-seconds 8 --stall-after 3 >"$out" 2>&1
+
+say "training again: rank 1 raises at step 4 (the job fails, as it should)"
+horovodrun -np 2 -H localhost:2 --gloo \
+  python training/train.py --log-root "$root" --job demo-crash --epochs 1 --steps-per-epoch 8 \
+    --crash-rank 1 --crash-at-step 4 >/dev/null 2>&1 || true

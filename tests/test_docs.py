@@ -1,0 +1,143 @@
+"""Every command example in README.md and docs/query.md runs, on the very logs `make demo` makes.
+
+The demo's two real trainings (scripts/demo-train.sh: a stall, a crash) write ``demo-logs/``;
+each ``hvdlog …`` line of a ``sh`` code block then runs as a shell command in that folder
+(pipes included) and must exit 0 with output and no traceback. Examples with ``--es`` run
+against the session's real Elasticsearch, after ``hvdlog install`` and the demo's documents
+are indexed into the data streams; ``--kibana`` is dropped (no Kibana can run here). The
+synopsis blocks are checked the other way: every option they show exists in ``--help``.
+So the docs cannot drift from the tool again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = (REPO / "README.md", REPO / "docs" / "query.md")
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "UTC", "NO_COLOR": "1"}
+_BLOCK = re.compile(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```", re.MULTILINE | re.DOTALL)
+#: Options in the docs that belong to other programs.
+_FOREIGN_OPTIONS = {"--output-filename"}
+
+
+def _blocks(lang: str) -> Iterator[tuple[str, str]]:
+    for doc in DOCS:
+        for block in _BLOCK.finditer(doc.read_text()):
+            if block["lang"] == lang:
+                yield doc.name, block["body"]
+
+
+def _examples() -> list[tuple[str, str]]:
+    """(document, command line) for every ``hvdlog …`` line of a sh block, trailing comment removed."""
+    found = []
+    for name, body in _blocks("sh"):
+        for line in body.splitlines():
+            if line.startswith("hvdlog "):
+                found.append((name, re.split(r"\s{2,}#|\s#\s", line, maxsplit=1)[0].strip()))
+    return found
+
+
+EXAMPLES = _examples()
+FILE_EXAMPLES = [example for example in EXAMPLES if "--es" not in example[1]]
+ES_EXAMPLES = [example for example in EXAMPLES if "--es" in example[1]]
+
+
+@pytest.fixture(name="demo", scope="module")
+def fixture_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding ``demo-logs/`` from the demo's real trainings."""
+    where = tmp_path_factory.mktemp("demo")
+    result = subprocess.run(
+        ["bash", str(REPO / "scripts" / "demo-train.sh"), str(where / "demo-logs"), "quiet"],
+        capture_output=True, text=True, env=ENV, timeout=600, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in (where / "demo-logs").iterdir()) == ["demo-crash", "demo-stall"]
+    return where
+
+
+def _shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The example as a user types it: ``hvdlog`` is this checkout's CLI, pipes fail the line."""
+    hvdlog = f"{shlex.quote(sys.executable)} -m hvdlog"
+    script = "set -o pipefail\n" + re.sub(r"^hvdlog ", hvdlog + " ", command)
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=cwd, env=ENV, timeout=300, check=False)
+
+
+def _assert_ran(result: subprocess.CompletedProcess[str], command: str) -> None:
+    assert "Traceback" not in result.stderr, (command, result.stderr)
+    assert result.returncode == 0, (command, result.returncode, result.stderr)
+    assert result.stdout.strip() or result.stderr.strip(), command
+
+
+@pytest.mark.horovod
+@pytest.mark.parametrize(("doc", "command"), FILE_EXAMPLES, ids=[f"{doc}: {command}" for doc, command in FILE_EXAMPLES])
+def test_file_example_runs(doc: str, command: str, demo: Path) -> None:
+    """The example exits 0 with output on the demo's logs."""
+    _assert_ran(_shell(command, demo), command)
+
+
+@pytest.fixture(name="demo_indexed", scope="module")
+def fixture_demo_indexed(demo: Path, es_url: str) -> Path:
+    """The demo's documents in the data streams `hvdlog install` made on the real server."""
+    from elasticsearch.helpers import bulk
+
+    from elasticsearch import Elasticsearch
+    from hvdlog.parse import parse_paths
+    from hvdlog.query.files import discover
+
+    installed = _shell(f"hvdlog install --es {es_url}", demo)
+    assert installed.returncode == 0, installed.stderr
+    docs = [doc for doc in parse_paths([str(p) for p in discover([demo / "demo-logs"], print)], timezone="UTC") if doc.get("@timestamp")]
+    es = Elasticsearch(es_url, request_timeout=60)
+    actions = ({"_op_type": "create", "_index": f"logs-{doc['event']['dataset']}-docs", "_source": doc} for doc in docs)
+    ok, errors = bulk(es, actions, refresh="wait_for", raise_on_error=False)
+    es.close()
+    assert not errors and ok == len(docs), errors[:3]
+    return demo
+
+
+@pytest.mark.horovod
+@pytest.mark.elasticsearch
+@pytest.mark.parametrize(("doc", "command"), ES_EXAMPLES, ids=[f"{doc}: {command}" for doc, command in ES_EXAMPLES])
+def test_elasticsearch_example_runs(doc: str, command: str, demo_indexed: Path, es_url: str) -> None:
+    """The example exits 0 with output against the real server holding the demo's documents."""
+    command = re.sub(r"https://es:9200", es_url, command)
+    command = re.sub(r"\s--kibana\s+\S+", "", command)
+    _assert_ran(_shell(command, demo_indexed), command)
+
+
+def test_examples_were_found() -> None:
+    """The extraction sees the examples (an empty list would pass everything above)."""
+    commands = {command.split()[1] for _, command in EXAMPLES}
+    assert {"grep", "stalls", "stragglers", "first-failure", "parse", "install"} <= commands, commands
+    assert ES_EXAMPLES and len(FILE_EXAMPLES) >= 8
+
+
+def test_synopsis_options_exist() -> None:
+    """Every option a synopsis or table shows is one the command has (``--help``)."""
+    helps: dict[str, str] = {}
+
+    def help_of(command: str) -> str:
+        if command not in helps:
+            result = subprocess.run([sys.executable, "-m", "hvdlog", command, "--help"], capture_output=True, text=True, env=ENV, timeout=60, check=False)
+            assert result.returncode == 0, (command, result.stderr)
+            helps[command] = result.stdout
+        return helps[command]
+
+    for _, body in _blocks(""):
+        for line in body.splitlines():
+            if match := re.match(r"hvdlog ([a-z-]+)", line.strip()):
+                for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line):
+                    assert option in help_of(match[1]), (match[1], option)
+    text = (REPO / "docs" / "query.md").read_text()
+    every_help = "".join(help_of(command) for command in ("grep", "stalls", "stragglers", "first-failure", "parse"))
+    unknown = {option for option in re.findall(r"`(--[a-z][a-z-]*)", text) if option not in every_help} - _FOREIGN_OPTIONS
+    assert not unknown, unknown

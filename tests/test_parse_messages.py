@@ -1,0 +1,63 @@
+"""The message table (hvdlog/parse/assets/messages.json): its rows compile, are anchored, set
+only contract fields, and a bad table is refused with a sentence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hvdlog.fields import FIELDS_BY_NAME, LEVELS
+from hvdlog.parse.messages import MESSAGES_FILE, load_messages, recognise
+from hvdlog.parse.patterns import PatternError
+
+TABLE = json.loads(MESSAGES_FILE.read_text(encoding="utf-8"))
+
+
+class TestTable:
+    def test_rows_compile_and_set_contract_fields(self) -> None:
+        """Every row's pattern is anchored; every field it sets is declared; levels are levels."""
+        rows = load_messages()
+        assert len(rows) == len(TABLE["messages"]) >= 1
+        for row in TABLE["messages"]:
+            for name, spec in row.get("fields", {}).items():
+                assert name in FIELDS_BY_NAME, name
+                values = [*spec["map"].values(), spec.get("default")] if isinstance(spec, dict) else [spec]
+                if name == "log.level":
+                    assert {value for value in values if value is not None} <= set(LEVELS), row
+
+    def test_a_row_gives_its_fields(self) -> None:
+        """horovodrun's exit line: rank, exit code, level and the signal the code means."""
+        fields = recognise("Process 3 exit with status code 137.")
+        assert fields == {
+            "rank": 3, "process.exit_code": 137, "log.level": "error", "event.reason": "SIGKILL",
+            "message": "Process 3 exit with status code 137.", "event.dataset": "horovod.launcher",
+        }
+        assert recognise("Process 0 exit with status code 0.")["log.level"] == "info"
+        assert recognise("a print") is None
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"messages": [{"fields": {}}]}, "without a pattern"),
+        ({"messages": [{"pattern": "HOROVOD_REST"}]}, "anchored"),
+        ({"messages": [{"pattern": "HOROVOD_PROCESS_EXIT", "fields": {"log.level": {"from": "x"}}}]}, "from, map"),
+        ({"messages": [{"pattern": "HOROVOD_NOPE"}]}, "HOROVOD_NOPE"),
+    ],
+)
+def test_bad_tables_are_refused(tmp_path: Path, table: dict, message: str) -> None:
+    """A row the parser cannot use fails with the reason."""
+    path = tmp_path / "messages.json"
+    path.write_text(json.dumps(table), encoding="utf-8")
+    with pytest.raises(PatternError, match=message):
+        load_messages(path)
+
+
+def test_unreadable_table(tmp_path: Path) -> None:
+    """A missing or broken table names the file and the setting."""
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    for path in (tmp_path / "nope.json", tmp_path / "bad.json"):
+        with pytest.raises(PatternError, match="HVDLOG_MESSAGES"):
+            load_messages(path)
