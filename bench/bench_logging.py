@@ -204,10 +204,10 @@ def file_stats(work: Path) -> dict[str, tuple[int, float]]:
         data = path.read_bytes()
         lines = data.count(b"\n")
         stats[path.stem] = (lines, len(data) / lines if lines else 0.0)
-    for path in sorted(work.rglob("rank-*.jsonl")):
-        data = path.read_bytes()
-        lines = data.count(b"\n")
-        stats["hvdlog"] = (lines, len(data) / lines if lines else 0.0)
+    rank_files = sorted(work.rglob("rank-*.jsonl*"))  # with the files rotation renamed (100 MB each)
+    lines = sum(path.read_bytes().count(b"\n") for path in rank_files)
+    size = sum(path.stat().st_size for path in rank_files)
+    stats["hvdlog"] = (lines, size / lines if lines else 0.0)
     return stats
 
 
