@@ -3,7 +3,9 @@
 Runs a rank-like process (``hvdlog.configure()`` with capture on, console to /dev/null),
 writes LINES native lines of ~100 bytes to fds 1 and 2 (half each, in 4 KiB writes, as a
 C library's buffered stdout does), and reads the capture process's CPU time and RSS from
-/proc just before ``shutdown()``. Also reports the idle RSS right after start.
+/proc just before ``shutdown()``. Also reports the idle RSS right after start, CPU per MB of
+native output and throughput (MB per CPU-second of the capture; wall MB/s from the first
+write until everything is drained, which the load of a shared machine inflates).
 
     python bench/bench_capture.py --lines 1000000
 """
@@ -42,8 +44,10 @@ RANK = textwrap.dedent(
     cpu = (int(fields[11]) + int(fields[12])) / ticks
     peak = proc('VmHWM')
     written = lines // per_block // 2 * per_block * 2
-    print(f'lines={written} wall_s={wall:.2f} tee_cpu_s={cpu:.2f} lines_per_cpu_s={written / cpu:,.0f} '
-          f'idle_rss_kb={idle} peak_rss_kb={peak}', file=open(sys.argv[3], 'w'))
+    mb = written * len(line) / 1e6
+    print(f'lines={written} bytes_per_line={len(line)} mb={mb:.1f} wall_s={wall:.2f} tee_cpu_s={cpu:.2f} '
+          f'lines_per_cpu_s={written / cpu:,.0f} cpu_ms_per_mb={cpu / mb * 1000:.1f} mb_per_cpu_s={mb / cpu:.1f} '
+          f'wall_mb_per_s={mb / wall:.1f} idle_rss_kb={idle} peak_rss_kb={peak}', file=open(sys.argv[3], 'w'))
     hvdlog.shutdown()
     """
 )
@@ -62,6 +66,7 @@ def main() -> int:
         )
         if os.path.exists(report):
             sys.stdout.write(open(report).read())
+        print(f"nproc={os.cpu_count()} load_average={' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return result.returncode
 
 

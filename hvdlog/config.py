@@ -28,7 +28,9 @@ from hvdlog.fields import LEVELS
 from hvdlog.hooks import Hooks
 from hvdlog.pending import track_distributed_optimizers
 from hvdlog.renderer import EcsJsonRenderer
+from hvdlog.resources import ResourceSampler, resources_interval
 from hvdlog.secrets import Redactor, secret_values
+from hvdlog.timeline.capture import TimelineCapture, timeline_requested
 from hvdlog.watchdog import StallWatchdog
 from hvdlog.writer import RankFileWriter, foreign_owner, make_private_dirs
 
@@ -48,6 +50,8 @@ class Configuration:
     hooks: Hooks | None = None
     capture: NativeCapture | None = None
     watchdog: StallWatchdog | None = None
+    timeline: TimelineCapture | None = None
+    resources: ResourceSampler | None = None
 
     def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
         """Log one event outside structlog (hooks, watchdog, capture): same renderer, same
@@ -133,6 +137,8 @@ def configure(
     stall_repeat: float | None = None,
     install_hooks: bool = True,
     redact: bool = True,
+    timeline: bool | None = None,
+    resources: float | None = None,
 ) -> Configuration:
     """Set up rank-aware JSON logging for this process.
 
@@ -148,6 +154,10 @@ def configure(
         stall_repeat: seconds between repeated stall events (default: stall_after).
         install_hooks: route stdlib logging, warnings, uncaught exceptions and SIGTERM here.
         redact: replace values of secret-looking environment variables.
+        timeline: have Horovod write its timeline into this job's directory, rotated like the
+            files (``HVDLOG_TIMELINE=1``); call before ``hvd.init()``. See :mod:`hvdlog.timeline.capture`.
+        resources: seconds between ``resources`` events (CPU, memory, GPU) of this rank
+            (``HVDLOG_RESOURCES``); None or 0 disables. See :mod:`hvdlog.resources`.
 
     .. versionadded:: 0.1.0
     """
@@ -159,6 +169,7 @@ def configure(
         raise ValueError("stall_after must be a positive number of seconds, or None to disable the watchdog")
     if max_bytes < 0 or backups < 0:
         raise ValueError("max_bytes and backups must be zero or positive")
+    resources_every = resources_interval(resources)
     shutdown()
 
     info = _rank_info()
@@ -219,6 +230,15 @@ def configure(
         config.hooks.install()
     _patch_horovod_init()
     track_distributed_optimizers()
+    if timeline_requested(timeline):
+        config.timeline = _start_timeline(config, max_bytes, backups)
+    if resources_every is not None:
+        config.resources = ResourceSampler(config.emit, resources_every, info.local_rank)
+        try:
+            config.resources.start()
+        except RuntimeError as exc:  # "can't start new thread": train without the sampler
+            _say(f"hvdlog: resources sampler not started: {exc}")
+            config.resources = None
     if stall_after is not None:
         config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
         config.watchdog.on_tick = _watchdog_tick
@@ -229,6 +249,18 @@ def configure(
             config.watchdog = None
     _current = config
     return config
+
+
+def _start_timeline(config: Configuration, max_bytes: int, backups: int) -> TimelineCapture | None:
+    """Timeline capture into the job's directory; a failure is one warning event, never an exception."""
+    capture = TimelineCapture(config.path.parent, config.emit, max_bytes=max_bytes, backups=backups)
+    try:
+        capture.prepare()
+        capture.start()
+    except Exception as exc:  # noqa: BLE001 - logging must never stop training
+        config.emit("warning", "timeline capture not started", {"error.type": type(exc).__name__, "error.message": str(exc)})
+        return None
+    return capture
 
 
 def refresh_rank() -> None:
@@ -245,7 +277,7 @@ def refresh_rank() -> None:
         return
     fields = info.as_fields()
     if any(config.static.get(key) != value for key, value in fields.items()):
-        config.static.update(fields)
+        config.renderer.update_static(fields)  # config.static is the renderer's dict
 
 
 def _watchdog_tick() -> None:
@@ -288,6 +320,8 @@ def shutdown() -> None:
         return
     steps = [
         lambda: config.watchdog.stop(timeout=0.2) if config.watchdog is not None else None,
+        lambda: config.timeline.stop() if config.timeline is not None else None,
+        lambda: config.resources.stop() if config.resources is not None else None,
         lambda: config.hooks.uninstall() if config.hooks is not None else None,
         console_off.set,
         lambda: setattr(config.writer, "console_fd", 2),

@@ -5,6 +5,15 @@ A lean chain is what keeps an enabled call near the cost of ``orjson.dumps`` + o
 bound step context, sorts keys into contract fields and the ``extra`` catch-all,
 formats exceptions, redacts secrets and renders with orjson — all in one call.
 
+The hot path (:meth:`EcsJsonRenderer.render`) splices bytes instead of serialising the
+whole event each time: the static fields are rendered (and checked for secrets) once, at
+configuration; the timestamp's date part once a second; per event only the message and the
+event's own fields (bound context + call fields) go through orjson, and only those bytes are
+searched for secrets. The line is byte for byte what serialising the whole event dict gives
+(:meth:`EcsJsonRenderer.render_event`, the general path, still used for whatever the splice
+does not cover: a console sink, keys that collide with static fields, values orjson refuses,
+over-long lines).
+
 Rendering never raises into the training code (:meth:`EcsJsonRenderer.render_safely`):
 strings with surrogates (``os.listdir`` of undecodable names), integers beyond 64 bits,
 objects whose ``str()`` fails and nesting too deep are cleaned and rendered again; a line
@@ -17,7 +26,8 @@ from __future__ import annotations
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from time import time as _now
 from typing import Any
 
 import orjson
@@ -81,6 +91,19 @@ class UtcClock:
 
 
 _THOUSANDS = [f"{n:03d}" for n in range(1000)]
+_THOUSANDS_B = [f"{n:03d}".encode() for n in range(1000)]
+_HEAD_KEYS = ("@timestamp", "log.level", "message")
+#: What follows the timestamp's digits, up to the message's value, per level.
+_LEVEL_JSON = {level: b'Z","log.level":' + orjson.dumps(level) + b',"message":' for level in {*METHOD_LEVELS.values(), "trace"}}
+_UNPLANNED = object()
+_EMPTY: Event = {}
+_SORT = object()
+_UNBOUND: Any = object()
+_MAX_REMEMBERED = 512
+_MAX_REMEMBERED_MESSAGE = 256  # characters; longer messages are serialised every time
+_bound = context._CONTEXT.get  # the hot path reads the bound context directly
+_dumps = orjson.dumps
+_APPEND_NEWLINE = orjson.OPT_APPEND_NEWLINE
 
 
 def exception_fields(exc_info: Any) -> Event:
@@ -112,6 +135,16 @@ def _sort_fields(event: Event, fields: Event, undeclared: set[str]) -> None:
             extra[key] = value
     if extra:
         event[EXTRA] = extra
+
+
+def _layout(keys: Sequence[str], undeclared: Sequence[str]) -> Callable[[Event, Event], Event]:
+    """``(fields, bound) -> {**bound, contract fields..., "extra": {the others...}}`` for one
+    key set, as one dict display (what _sort_fields does, without a loop per event). Keys are
+    written with repr(), so any string is a literal, never code."""
+    declared = "".join(f"{key!r}: f[{key!r}], " for key in keys if key not in undeclared)
+    extra = ", ".join(f"{key!r}: f[{key!r}]" for key in undeclared)
+    layout: Callable[[Event, Event], Event] = eval(f"lambda f, b: {{**b, {declared}{EXTRA!r}: {{{extra}}}}}")  # noqa: S307 - source built from repr()s only
+    return layout
 
 
 def _default(value: Any) -> Any:
@@ -173,10 +206,11 @@ class EcsJsonRenderer:
         console: optional sink for a human line (rank 0's terminal), given the event.
     """
 
-    __slots__ = ("clock", "console", "redactor", "static")
+    __slots__ = ("_messages", "_plans", "_second_head", "_secret_messages", "_static_json", "_static_keys", "clock", "console", "redactor", "static")
 
     def __init__(self, static: Event, redactor: Redactor | None = None, console: Callable[[Event], None] | None = None) -> None:
         self.clock = UtcClock()
+        self._second_head = (-1, b"")
         self.reset(static, redactor, console)
 
     def reset(self, static: Event, redactor: Redactor | None = None, console: Callable[[Event], None] | None = None) -> None:
@@ -184,23 +218,134 @@ class EcsJsonRenderer:
         self.static = static
         self.redactor = redactor if redactor else None
         self.console = console
+        self._prepare()
+
+    def update_static(self, fields: Event) -> None:
+        """Change static fields (rank after ``hvd.init()``); re-renders the spliced bytes."""
+        self.static.update(fields)
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """Render the static fields once, or leave the splice off when it would not give the
+        same line: a console to feed, static fields orjson refuses or holding a secret."""
+        # Plans per key tuple of the call's fields: which keys go under ``extra`` (None: the
+        # keys collide with a static or head field, use the general path).
+        self._plans: dict[tuple[str, ...], Any] = {}
+        self._messages: dict[str, bytes] = {}
+        self._secret_messages: set[bytes] = set()
+        self._static_keys = frozenset((*_HEAD_KEYS, *self.static))
+        self._static_json: bytes | None = None
+        if self.console is not None or EXTRA in self.static:
+            return
+        try:
+            body = orjson.dumps(self.static)
+        except TypeError:
+            return
+        if self.redactor is not None and self.redactor.holds_secret(body):
+            return
+        self._static_json = b"," + body[1:-1] + b"," if len(body) > 2 else b","  # ends with the comma before the tail
 
     def render(self, level: str, message: Any, fields: Event) -> bytes:
-        """Render one event; ``fields`` may hold contract fields, extras and ``exc_info``."""
+        """Render one event; ``fields`` may hold contract fields, extras and ``exc_info``.
+
+        The line is ``{timestamp, level, message, *static, *bound context, *fields}``; the
+        static part comes pre-rendered and only the rest is serialised and searched for secrets.
+        """
+        static_json = self._static_json
+        level_json = _LEVEL_JSON.get(level)
+        bound = _bound()
+        if static_json is None or level_json is None or message.__class__ is not str or (bound and not self._static_keys.isdisjoint(bound)):
+            return self.render_event(level, message, fields, bound)
+        if fields:
+            keys = tuple(fields)
+            plan = self._plans.get(keys, _UNPLANNED)
+            if plan is _UNPLANNED:
+                plan = self._plan(keys)
+            if plan is None:
+                return self.render_event(level, message, fields, bound)
+            if (bound and EXTRA in bound) or plan is _SORT:  # bound extras to merge, or exc_info
+                tail = dict(bound) if bound else {}
+                _sort_fields(tail, fields, fields.keys() - _KNOWN)
+            elif plan:  # contract fields at the top in call order, the rest under extra
+                tail = plan(fields, bound or _EMPTY)
+            else:  # only contract fields
+                tail = {**bound, **fields} if bound else fields
+        else:
+            tail = bound or {}
+        message_json: bytes | None = self._messages.get(message)
+        try:
+            if message_json is None:
+                message_json = self._message_json(message)
+            tail_json = _dumps(tail, default=_default, option=_APPEND_NEWLINE)
+        except TypeError:
+            message_json = None  # surrogates, non-str keys, huge ints: the general path cleans them
+            tail_json = b""
+        if message_json is None:  # outside the except block, so exc_info=True still sees the caller's exception
+            return self.render_event(level, message, fields, bound)
+        micros = int(_now() * 1_000_000)
+        second, head = self._second_head  # one attribute: another thread never sees a half update
+        if micros // 1_000_000 != second:
+            second = micros // 1_000_000
+            head = b'{"@timestamp":"' + time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second)).encode()
+            self._second_head = (second, head)
+        if len(tail_json) > 3:  # static fields, a comma, then the tail without its '{'
+            line = b"".join((head, _THOUSANDS_B[micros // 1000 % 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, static_json, tail_json[1:]))
+        else:  # no fields of its own: close after the static ones
+            line = b"".join((head, _THOUSANDS_B[micros // 1000 % 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, static_json[:-1], b"}\n"))
+        if len(line) > MAX_LINE_BYTES:
+            return self.render_event(level, message, fields, bound)
+        redactor = self.redactor
+        if redactor is not None and (message_json in self._secret_messages or redactor.holds_secret(tail_json)):
+            line = redactor.json_line(line)
+        return line
+
+    def _message_json(self, message: str) -> bytes:
+        """The message as a JSON string, remembered (messages are mostly literals); raises
+        TypeError for text orjson refuses. Whether it holds a secret is decided here, once."""
+        message_json = _dumps(message)
+        if len(self._messages) >= _MAX_REMEMBERED or len(self._secret_messages) >= _MAX_REMEMBERED:
+            self._messages.clear()  # ever-new messages (f-strings): start over, stay small
+            self._secret_messages.clear()
+        if len(message) <= _MAX_REMEMBERED_MESSAGE:
+            self._messages[message] = message_json
+        if self.redactor is not None and self.redactor.holds_secret(message_json):
+            self._secret_messages.add(message_json)
+        return message_json
+
+    def _plan(self, keys: tuple[str, ...]) -> Any:
+        """How to place the call's fields with these keys: None (the general path) for a key
+        colliding with a static or head field, or an explicit ``extra``; ``_SORT`` when
+        ``exc_info`` is among them; ``()`` when all are contract fields; else a function laying
+        out ``(fields, bound)`` with the undeclared ones under ``extra``, made once."""
+        undeclared = [key for key in keys if key not in _KNOWN]
+        if EXTRA in keys or not self._static_keys.isdisjoint(keys):
+            plan = None
+        elif "exc_info" in undeclared:
+            plan = _SORT
+        else:
+            plan = _layout(keys, undeclared) if undeclared else ()
+        if len(self._plans) >= _MAX_REMEMBERED:  # calls with ever-new key sets: start over, stay small
+            self._plans.clear()
+        self._plans[keys] = plan
+        return plan
+
+    def render_event(self, level: str, message: Any, fields: Event, bound: Event | None = _UNBOUND) -> bytes:
+        """The general path: build the whole event dict, then serialise it."""
         event: Event = {
             "@timestamp": self.clock(),
             "log.level": level,
             "message": message if message.__class__ is str else str(message),
             **self.static,
         }
-        bound = context._CONTEXT.get()  # noqa: SLF001 - one lookup on the hot path; pre-split at bind time
+        if bound is _UNBOUND:
+            bound = context._CONTEXT.get()
         if bound:
             event.update(bound)
         if fields:
             undeclared = fields.keys() - _KNOWN
             if undeclared or EXTRA in event:
                 _sort_fields(event, fields, undeclared)
-            else:  # the common case: only contract fields, one C-level update
+            else:  # only contract fields, one C-level update
                 event.update(fields)
         if self.console is not None:
             self.console(event)

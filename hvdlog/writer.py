@@ -34,7 +34,8 @@ _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | 
 FILE_MODE = 0o640
 DIR_MODE = 0o750
 _STDERR = 2
-_REOPEN_EVERY = 1.0  # seconds between attempts to (re)open a file that could not be opened
+_REOPEN_EVERY = 1.0
+_os_write = os.write  # one global lookup on the hot path
 
 
 def make_private_dirs(path: Path) -> None:
@@ -185,7 +186,21 @@ class RankFileWriter:
         """
         try:
             with self._lock:
-                return self._write_locked(line, count_drop)
+                if self.fd < 0 or self.dropped:
+                    return self._write_locked(line, count_drop)
+                # The common case, inlined (_write_whole + rotation check): one write, no extra frames.
+                try:
+                    written = _os_write(self.fd, line)
+                except OSError as exc:
+                    self._failed(exc)
+                    return self._drop(line) if count_drop else False
+                if written != len(line):
+                    self._take_back(written)
+                    return self._drop(line) if count_drop else False
+                self._size += written
+                if self.max_bytes and self._size >= self.max_bytes:
+                    self._rotate()
+                return True
         except Exception as exc:  # noqa: BLE001 - logging must never raise into training code
             self.drop_reason = type(exc).__name__
             self.dropped += 1
@@ -236,21 +251,24 @@ class RankFileWriter:
     def _write_whole(self, data: bytes) -> bool:
         """All of ``data`` or none of it: a short write is truncated back (lock held)."""
         try:
-            written = os.write(self.fd, data)
+            written = _os_write(self.fd, data)
         except OSError as exc:
             self._failed(exc)
             return False
         if written == len(data):
             self._size += written
             return True
-        # Short write (disk full mid-line): take the fragment back out of the file.
+        self._take_back(written)
+        return False
+
+    def _take_back(self, written: int) -> None:
+        """After a short write (disk full mid-line): take the fragment back out of the file."""
         try:
             end = os.fstat(self.fd).st_size
             os.ftruncate(self.fd, max(0, end - written))
         except OSError:
             pass
         self._failed(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
-        return False
 
     def _failed(self, exc: OSError) -> None:
         self.drop_reason = _errno_name(exc)

@@ -180,8 +180,8 @@ class TestConfig:
     """The inputs of shipper/filebeat.yml."""
 
     def test_inputs(self) -> None:
-        """Two filestream inputs with distinct, stable ids; TLS output load-balanced over hosts."""
-        assert [i["id"] for i in CONFIG["filebeat.inputs"]] == ["hvdlog-events", "hvdlog-native"]
+        """Three filestream inputs with distinct, stable ids; TLS output load-balanced over hosts."""
+        assert [i["id"] for i in CONFIG["filebeat.inputs"]] == ["hvdlog-events", "hvdlog-native", "hvdlog-timeline"]
         assert all(i["type"] == "filestream" for i in CONFIG["filebeat.inputs"])
         output = CONFIG["output.logstash"]
         assert output["loadbalance"] is True and output["ssl.enabled"] is True
@@ -398,3 +398,40 @@ class TestLargeJobs:
         """Both multiline parsers allow a block for 16,384+ ranks (one line per missing rank)."""
         for parser in INPUTS["hvdlog-native"]["parsers"]:
             assert parser["multiline"]["max_lines"] >= 16_384 + 2
+
+
+class TestTimelineInput:
+    """The input for documents derived from Horovod's timeline (hvdlog/timeline/export.py)."""
+
+    def test_paths(self, tmp_path: Path) -> None:
+        """The export and its rotations go to the timeline input only; the raw timeline and rank files do not."""
+        env = _env(tmp_path, "node1")
+        host = tmp_path / "job-1" / "node1"
+        for name, expected in [("horovod-timeline.ndjson", ["hvdlog-timeline"]), ("horovod-timeline.ndjson.2", ["hvdlog-timeline"]),
+                               ("horovod-timeline.json", []), ("horovod-timeline.3.json", [])]:
+            assert [i for i, c in INPUTS.items() if _matches(host / name, c, env)] == expected, name
+        assert not _matches(tmp_path / "job-1" / "node2" / "horovod-timeline.ndjson", INPUTS["hvdlog-timeline"], env)
+        assert not _matches(layout.rank_file(tmp_path, "job-1", "node1", 0), INPUTS["hvdlog-timeline"], env)
+        tokenizer = expand(INPUTS["hvdlog-timeline"]["processors"][0]["dissect"]["tokenizer"], env)
+        assert dissect(tokenizer, str(host / "horovod-timeline.ndjson")) == {"job": "job-1", "host.name": "node1"}
+
+    def test_real_filebeat_ships_the_export(self, tmp_path: Path) -> None:
+        """A real Filebeat ships every exported document, keys expanded, job and host from the path."""
+        from hvdlog.timeline.analysis import negotiations_and_runs
+        from hvdlog.timeline.export import documents, export_line
+
+        root, host = tmp_path / "root", "node1"
+        target = root / "job-tl" / host / "horovod-timeline.ndjson"
+        target.parent.mkdir(parents=True)
+        records = negotiations_and_runs([Path(__file__).resolve().parent / "timeline" / "gloo-straggler-rank1-nocache.json"])
+        docs = list(documents(records, None, None))
+        target.write_bytes(b"".join(map(export_line, docs)))
+        (tmp_path / "fb").mkdir()
+        events = _run_filebeat(root, host, tmp_path / "fb", len(docs))
+        assert len(events) == len(docs)
+        shipped = sorted(events, key=lambda e: e["log"]["offset"])
+        for event, doc in zip(shipped, docs):
+            assert (event["job"], event["host"]["name"], event["tags"]) == ("job-tl", host, ["hvdlog_timeline"])
+            assert event["horovod"]["timeline"]["tensor"] == doc["horovod.timeline.tensor"]
+            assert event["horovod"]["timeline"].get("last_rank") == doc.get("horovod.timeline.last_rank")
+            assert event["@timestamp"][:23] == doc["@timestamp"][:23]

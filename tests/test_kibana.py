@@ -44,6 +44,9 @@ EXPECTED_IDS = [
     ("lens", "hvdlog-events-by-level"),
     ("lens", "hvdlog-errors-by-rank-chart"),
     ("lens", "hvdlog-last-step-per-rank"),
+    ("lens", "hvdlog-who-made-the-collective-wait"),
+    ("lens", "hvdlog-step-time-per-rank"),
+    ("lens", "hvdlog-resources-per-rank"),
     ("dashboard", "hvdlog-horovod-training"),
 ]
 

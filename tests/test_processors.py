@@ -111,3 +111,58 @@ class TestBind:
         assert first["step"] == 5 and first["lr"] == 0.1
         assert first["extra"] == {"run_name": "ablation-3", "note": "x"}
         assert second["extra"] == {"run_name": "ablation-3"}
+
+
+class TestSplicedLine:
+    """render() splices pre-rendered static fields; the line must be byte for byte the one
+    render_event() gets by serialising the whole event (the timestamps aside)."""
+
+    SECRET = "s3cr3t-value-42"  # noqa: S105 - made up, for the search
+
+    @staticmethod
+    def _same(renderer: EcsJsonRenderer, message: object, fields: dict) -> None:
+        try:
+            raise KeyError("inside")  # so exc_info=True has an exception to render
+        except KeyError:
+            spliced = renderer.render("warning", message, dict(fields))
+            whole = renderer.render_event("warning", message, dict(fields))
+        stamp = re.compile(rb'^\{"@timestamp":"[^"]*"')
+        assert stamp.sub(b"", spliced) == stamp.sub(b"", whole), (message, fields)
+
+    def test_same_line_as_the_whole_event(self) -> None:
+        import base64
+
+        secret = self.SECRET
+        fields_cases = [
+            {},
+            {"loss": 0.5, "lr": 0.1},
+            {"loss": 0.5, "batch": 3, "phase": "x", "lr": 1e-05},
+            {"exc_info": True, "note": "n"},
+            {"per_rank": {0: 1.5}},  # non-str keys: orjson refuses, the general path cleans
+            {"big": 1 << 70, "bad": "a\udc80b"},
+            {"rank": 9},  # collides with a static field
+            {"extra": {"a": 1}, "loss": 1.0},  # an explicit extra
+            {"step": 4, "note": "n"},  # overrides the bound step
+            {"token": secret, "nested": {"url": f"https://h/?t={secret}"}},
+            {"blob": base64.b64encode(f"user:{secret}".encode()).decode()},
+            {secret: 1},  # a secret as a key: keys are never redacted
+        ]
+        messages = ["hello", f"uses {secret}", "caf\u00e9 \"q\"", "m" * 300 + secret, 42, "a\udc80"]
+        for redactor in (None, Redactor([secret])):
+            for static in (dict(STATIC), {**STATIC, "job": secret}, {}):
+                renderer = EcsJsonRenderer(static, redactor)
+                for context in (None, {"step": 7, "epoch": 1}, {"step": 5, "run_name": "r"}, {"message": "m"}):
+                    for message in messages:
+                        for fields in fields_cases:
+                            if context is None:
+                                self._same(renderer, message, fields)
+                            else:
+                                with hvdlog.bind(**context):
+                                    self._same(renderer, message, fields)
+
+    def test_static_changes_reach_the_line(self) -> None:
+        """update_static() (rank after hvd.init()) re-renders the spliced fields."""
+        renderer = EcsJsonRenderer(dict(STATIC))
+        renderer.update_static({"rank": 5, "size": 16})
+        doc = orjson.loads(renderer.render("info", "x", {}))
+        assert (doc["rank"], doc["size"]) == (5, 16)

@@ -56,11 +56,14 @@ def test_holdback_is_only_a_possible_secret_start() -> None:
     assert redact.holdback(b"tok") == 3 and redact.holdback(b"tox") == 0
 
 
+@pytest.mark.parametrize("others", [[], ["other-secret-1", "an0ther/secret+2", "third:secret=3"]], ids=["direct", "prefiltered"])
 @pytest.mark.parametrize("value", ["Basic {b64}", "{b64}", "x={url}&y=1"])
-def test_json_line_finds_encoded_forms_of_a_short_secret(value: str) -> None:
-    """The hot-path prefilter never hides an encoded spelling, even of the shortest secret (8 characters)."""
+def test_json_line_finds_encoded_forms_of_a_short_secret(value: str, others: list[str]) -> None:
+    """The hot-path detection never hides an encoded spelling, even of the shortest secret (8
+    characters): with a few secrets every needle is searched, with more a run filter goes first."""
     secret = "p@ss/w0rd"[:8]
-    redact = Redactor([secret])
+    redact = Redactor([secret, *others])
+    assert (redact._encoded is None) == (not others)  # both detection modes are exercised
     text = value.format(b64=base64.b64encode(f"u:{secret}".encode()).decode() if "Basic" in value else base64.b64encode(secret.encode()).decode(),
                         url=quote(secret, safe=""))
     line = (json.dumps({"message": "m", "extra": {"v": text}}, separators=(",", ":")) + "\n").encode()

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "parse": "hvdlog.cli.parse:parse",
     "stalls": "hvdlog.cli.stalls:stalls",
     "stragglers": "hvdlog.cli.stragglers:stragglers",
+    "timeline": "hvdlog.cli.timeline:timeline",
 }
 #: Old names that still work (hidden from --help): ``hvdlog setup`` became ``hvdlog install``.
 _RENAMED: dict[str, str] = {"setup": "install"}

@@ -13,6 +13,7 @@ from typing import Any, Final
 from hvdlog.elastic.templates import INDEX_PATTERN
 from hvdlog.elastic.views import (
     CHARTS,
+    Average,
     DASHBOARD,
     SEARCHES,
     Bucket,
@@ -23,6 +24,7 @@ from hvdlog.elastic.views import (
     LastValue,
     Metric,
     SavedSearch,
+    Sum,
     Terms,
 )
 from hvdlog.fields import FIELDS
@@ -139,7 +141,8 @@ def _column(part: Bucket | Metric, order_by: str) -> dict[str, Any]:
         column.update(operationType="last_value", filter={"query": f"{field}: *", "language": "kuery"},
                       params={"sortField": part.sort_field, "showArrayValues": False})
     else:
-        column.update(operationType="count" if isinstance(part, Count) else "max", params={"emptyAsNull": True})
+        operation = {Count: "count", Sum: "sum", Average: "average"}.get(type(part), "max")
+        column.update(operationType=operation, params={"emptyAsNull": True})
     return column
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "Bucket",
     "Chart",
     "Control",
+    "Average",
     "Count",
     "Dashboard",
     "DateHistogram",
@@ -28,6 +29,7 @@ __all__ = [
     "Metric",
     "Panel",
     "SavedSearch",
+    "Sum",
     "Terms",
     "level_query",
 ]
@@ -85,6 +87,22 @@ class Max:
 
 
 @dataclass(frozen=True, slots=True)
+class Sum:
+    """Sum of a numeric field."""
+
+    field: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Average:
+    """Mean of a numeric field."""
+
+    field: str
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
 class LastValue:
     """Value of a field in the latest document that has it (Lens ``last_value``)."""
 
@@ -94,7 +112,7 @@ class LastValue:
 
 
 Bucket = DateHistogram | Terms
-Metric = Count | Max | LastValue
+Metric = Count | Max | Sum | Average | LastValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +122,7 @@ class Chart:
     slug: str
     title: str
     description: str
-    kind: Literal["bar_stacked", "bar", "table"]
+    kind: Literal["bar_stacked", "bar", "line", "table"]
     buckets: tuple[Bucket, ...]
     metrics: tuple[Metric, ...]
     query: str = ""
@@ -236,6 +254,43 @@ CHARTS: Final = (
         query="_exists_:step",
         table_sort=(1, "asc"),
     ),
+    Chart(
+        "who-made-the-collective-wait",
+        "Who made the collective wait",
+        "From Horovod's timeline: seconds the other ranks waited, per rank that was ready last, over time."
+        " One rank dominating is the straggler; the rank's share is also in `hvdlog stragglers`.",
+        "bar_stacked",
+        (DateHistogram(), Terms("horovod.timeline.last_rank", "Last ready rank", size=100, order="key")),
+        (Sum("horovod.timeline.wait_seconds", "Wait caused (s)"),),
+        query='event.dataset:"horovod.timeline" AND _exists_:horovod.timeline.last_rank',
+    ),
+    Chart(
+        "step-time-per-rank",
+        "Step time per rank",
+        "Mean wall time of a training step, one line per rank (steps that log step_seconds)."
+        " In synchronous training the lines move together; a rank above the others is slow outside the collectives.",
+        "line",
+        (DateHistogram(), Terms("rank", "Rank", size=100, order="key")),
+        (Average("step_seconds", "Step time (s)"),),
+        query="_exists_:step_seconds",
+    ),
+    Chart(
+        "resources-per-rank",
+        "Resources per rank",
+        "From each rank's periodic resources events (configure(resources=...)): mean CPU % of its process,"
+        " largest resident memory, mean host memory in use and mean GPU utilisation. A straggler with a busy"
+        " CPU or a full host explains itself.",
+        "table",
+        (Terms("rank", "Rank", size=1000, order="key"),),
+        (
+            Average("resources.process.cpu_percent", "CPU % (mean)"),
+            Max("resources.process.rss_bytes", "RSS bytes (max)"),
+            Average("resources.host.memory_used_percent", "Host memory % (mean)"),
+            Average("resources.gpu.utilization_percent", "GPU % (mean)"),
+        ),
+        query="event.action:resources",
+        table_sort=(0, "asc"),
+    ),
 )
 
 DASHBOARD: Final = Dashboard(
@@ -251,5 +306,8 @@ DASHBOARD: Final = Dashboard(
         Panel("stall-warnings", 16, 12, 32, 16),
         Panel("latest-errors", 0, 28, 48, 16),
         Panel("rejected-events", 0, 44, 48, 12),
+        Panel("who-made-the-collective-wait", 0, 56, 24, 14),
+        Panel("step-time-per-rank", 24, 56, 24, 14),
+        Panel("resources-per-rank", 0, 70, 48, 12),
     ),
 )

@@ -43,6 +43,12 @@ class RankProgress:
     lag_steps: float | None = None
     outlier: bool = False
     reasons: list[str] = field(default_factory=list)
+    #: What the flag rests on: "steps" (this module), "timeline" (:mod:`hvdlog.timeline.evidence`).
+    evidence: list[str] = field(default_factory=list)
+    #: This rank's figures from Horovod's timeline, when one was found.
+    timeline: dict[str, Any] | None = None
+    #: This rank's CPU/memory/GPU figures from its ``resources`` events (:mod:`hvdlog.query.resources`).
+    resources: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields, for ``--json``."""
@@ -103,6 +109,7 @@ def _flag(row: RankProgress, median_step: float, median_rate: float | None, medi
     if median_sps and row.samples_per_sec is not None and row.samples_per_sec < (1 - tolerance) * median_sps:
         row.reasons.append(f"samples/s {row.samples_per_sec:g} vs median {median_sps:g}")
     row.outlier = bool(row.reasons)
+    row.evidence = ["steps"] if row.reasons else []
 
 
 def stragglers(docs: Iterable[Document], min_lag: int = 2, tolerance: float = 0.25) -> list[RankProgress]:

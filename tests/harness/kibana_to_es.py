@@ -60,6 +60,10 @@ def search_request(saved_search: dict[str, Any], controls: Sequence[dict[str, An
     return {"query": _bool(source["query"], [*source.get("filter", []), *controls]), "sort": sort, "size": 1000}
 
 
+#: Lens metric operation -> the Elasticsearch aggregation that computes it (one ``value``).
+_VALUE_METRICS = {"max": "max", "sum": "sum", "average": "avg"}
+
+
 def _layer(lens: dict[str, Any]) -> dict[str, Any]:
     layers = lens["attributes"]["state"]["datasourceStates"]["formBased"]["layers"]
     if len(layers) != 1:
@@ -88,8 +92,8 @@ def _metric_agg(column: dict[str, Any]) -> dict[str, Any] | None:
     operation, field = column["operationType"], column["sourceField"]
     if operation == "count":
         return None
-    if operation == "max":
-        return {"max": {"field": field}}
+    if operation in _VALUE_METRICS:
+        return {_VALUE_METRICS[operation]: {"field": field}}
     if operation == "last_value":
         top = {"top_hits": {"size": 1, "sort": [{column["params"]["sortField"]: {"order": "desc"}}], "_source": {"includes": [field]}}}
         return {"filter": _query(column["filter"]), "aggs": {"last": top}}
@@ -126,7 +130,7 @@ def lens_rows(lens: dict[str, Any], response: dict[str, Any]) -> list[dict[str, 
         column = columns[cid]
         if column["operationType"] == "count":
             return bucket["doc_count"]
-        if column["operationType"] == "max":
+        if column["operationType"] in _VALUE_METRICS:
             return bucket[cid]["value"]
         hits = bucket[cid]["last"]["hits"]["hits"]
         return get_field(hits[0]["_source"], column["sourceField"]) if hits else None

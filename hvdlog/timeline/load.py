@@ -1,0 +1,46 @@
+"""Get the timeline analyses a command needs: from explicit files, from the PATHs, from Elasticsearch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from hvdlog.documents import Document
+from hvdlog.query.spec import Condition, job_of
+from hvdlog.timeline.analysis import TimelineAnalysis, analyse_files, summarise
+from hvdlog.timeline.discover import find_timelines
+from hvdlog.timeline.export import records_from_documents
+
+__all__ = ["NEGOTIATIONS", "from_documents", "from_paths"]
+
+#: The stored documents an analysis needs: one per negotiation (hvdlog/timeline/export.py).
+NEGOTIATIONS = (Condition("event.action", ("negotiation",)),)
+
+
+def from_documents(docs: Iterable[Document]) -> dict[str | None, TimelineAnalysis]:
+    """Analyses by job from stored negotiation documents (Elasticsearch), in time order."""
+    by_job: dict[str | None, list[Document]] = {}
+    for doc in docs:
+        by_job.setdefault(job_of(doc), []).append(doc)
+    return {job: summarise(records_from_documents(job_docs)) for job, job_docs in by_job.items()}
+
+
+def from_paths(
+    search_paths: Iterable[str | Path], explicit: Sequence[str | Path] = (), warn: Callable[[str], None] | None = None
+) -> dict[str | None, TimelineAnalysis]:
+    """Analyses by job: explicit files (key None) plus timelines found under the search paths."""
+    groups: dict[str | None, list[Path]] = dict(find_timelines(search_paths))
+    if explicit:
+        groups[None] = [*groups.get(None, []), *map(Path, explicit)]
+    analyses: dict[str | None, TimelineAnalysis] = {}
+    for job, files in groups.items():
+        try:
+            analyses[job] = analyse_files(files)
+        except OSError as exc:
+            if warn:
+                warn(f"timeline {exc.filename}: cannot read ({exc.strerror}); left out")
+            continue
+        if analyses[job].truncated and warn:
+            warn(f"timeline {', '.join(analyses[job].sources)}: ends mid-event (the job died or is still running); read up to the cut")
+    return analyses
+
