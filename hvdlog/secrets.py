@@ -115,7 +115,11 @@ class Redactor:
         # line holding a longer spelling holds the shorter one too); the plain spellings always,
         # the URL/base64 ones only when the line has a run they could be part of.
         minimal = [n for n in self.needles if not any(other != n and other in n for other in self.needles)]
-        plain = {n for secret in secrets for n in (secret.encode("utf-8", "surrogateescape"), json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"))}
+        plain = {
+            n
+            for secret in secrets
+            for n in (secret.encode("utf-8", "surrogateescape"), json.dumps(secret, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"))
+        }
         encoded = [n for n in minimal if n not in plain]
         self._text: tuple[str, ...] | None = None
         if len(minimal) <= _DIRECT_NEEDLES:  # a few secrets: every needle, one C-level loop, no filter

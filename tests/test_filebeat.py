@@ -430,7 +430,7 @@ class TestTimelineInput:
         events = _run_filebeat(root, host, tmp_path / "fb", len(docs))
         assert len(events) == len(docs)
         shipped = sorted(events, key=lambda e: e["log"]["offset"])
-        for event, doc in zip(shipped, docs):
+        for event, doc in zip(shipped, docs, strict=True):
             assert (event["job"], event["host"]["name"], event["tags"]) == ("job-tl", host, ["hvdlog_timeline"])
             assert event["horovod"]["timeline"]["tensor"] == doc["horovod.timeline.tensor"]
             assert event["horovod"]["timeline"].get("last_rank") == doc.get("horovod.timeline.last_rank")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from hvdlog.cli.options import Run, warn as _warn
+from hvdlog.cli.options import Run
+from hvdlog.cli.options import warn as _warn
 from hvdlog.cli.output import Printer
 from hvdlog.query.source import SourceError
 from hvdlog.timeline.analysis import TimelineAnalysis

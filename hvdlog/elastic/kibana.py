@@ -13,9 +13,9 @@ from typing import Any, Final
 from hvdlog.elastic.templates import INDEX_PATTERN
 from hvdlog.elastic.views import (
     CHARTS,
-    Average,
     DASHBOARD,
     SEARCHES,
+    Average,
     Bucket,
     Chart,
     Count,

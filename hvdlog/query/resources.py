@@ -30,7 +30,8 @@ _MAXIMA: Final = {"rss_bytes_max": "resources.process.rss_bytes", "gpu_memory_us
 
 def is_resources(doc: Document) -> bool:
     """A ``resources`` event (they carry no step: the sampler thread is outside the step context)."""
-    return get_field(doc, "event.action") == "resources"
+    action: object = get_field(doc, "event.action")
+    return action == "resources"
 
 
 def figures(docs: Iterable[Document]) -> dict[tuple[str | None, int], dict[str, Any]]:
