@@ -25,6 +25,9 @@ show hvdlog stalls "$root/demo-stall"
 log "who is behind"
 show hvdlog stragglers "$root/demo-stall"
 
+log "who made the collectives wait (from Horovod's timeline)"
+show hvdlog timeline --top 3 "$root/demo-stall"
+
 log "which rank failed first, and who died as collateral"
 show hvdlog first-failure "$root/demo-crash"
 

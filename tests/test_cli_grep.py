@@ -200,7 +200,8 @@ class TestAnalysisCommands:
         assert len(flagged) == 1 and flagged[0].split()[1] == "1"
         # train.py measures samples/s on compute time, which CPU contention in this session (the
         # Elasticsearch JVM starts alongside) can skew between two ranks: ask for a clear gap only.
-        assert hvdlog("stragglers", "--tolerance", "0.6", "--job", FAULTS, str(runs.logs)).exit_code == 1
+        calm = hvdlog("stragglers", "--tolerance", "0.6", "--job", FAULTS, str(runs.logs))
+        assert calm.exit_code == 1, calm.stdout + calm.stderr
 
     def test_first_failure(self, runs: Corpus) -> None:
         """hvdlog first-failure: rank 1 with its traceback; rank 0 listed as collateral."""

@@ -682,7 +682,7 @@ class TestSetupService:
         assert refused.returncode == 2 and "pass the cluster's CA with --es-ca" in refused.stderr, refused.stderr
 
     def test_templates_and_privilege_names(self, provisioned: dict[str, str], secured_es: Any, certs: Path) -> None:
-        """`hvdlog setup` ran as elastic over TLS (rank mapped as integer), and every privilege
+        """The setup service (setup/setup.sh) ran as elastic over TLS (rank mapped as integer), and every privilege
         our roles name is one this Elasticsearch knows."""
         admin = _client(secured_es.url, certs, "elastic", FILLED_ENV["ELASTIC_PASSWORD"])
         writer = _client(secured_es.url, certs, "hvdlog_logstash", FILLED_ENV["LOGSTASH_WRITER_PASSWORD"])
