@@ -24,7 +24,7 @@ class Periodic:
         """One round of work."""
         raise NotImplementedError
 
-    def on_error(self, exc: Exception) -> bool:  # noqa: ARG002 - subclasses report it
+    def on_error(self, exc: Exception) -> bool:  # the base ignores exc: subclasses report it
         """Called with what ``tick()`` raised; True keeps the thread going."""
         return True
 

@@ -19,6 +19,7 @@ once in ``resources.error``. Enable with ``hvdlog.configure(resources=10)`` or
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from collections.abc import Callable
@@ -64,7 +65,7 @@ class _Gpu:
         self.handle: Any = None
         self.nvml: Any = None
         try:
-            import pynvml  # nvidia-ml-py
+            pynvml = importlib.import_module("pynvml")  # nvidia-ml-py: optional, untyped
         except ImportError:
             self.status = "unavailable: nvidia-ml-py is not installed"
             return
@@ -109,8 +110,7 @@ class ResourceSampler(Periodic):
         self._gpu: _Gpu | None = None
         self._failed: set[str] = set()
         try:
-            import psutil
-
+            psutil = importlib.import_module("psutil")  # optional (by name: mypy would want the separate types-psutil)
             self._process: Any = psutil.Process()
             self._psutil: Any = psutil
         except ImportError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import subprocess
 import sys
@@ -32,7 +33,7 @@ class TestInterval:
     @pytest.mark.parametrize(("option", "env"), [(0.01, {}), (None, {"HVDLOG_RESOURCES": "often"})])
     def test_bad_settings_fail_at_configure(self, option: float | None, env: dict[str, str]) -> None:
         """A nonsense interval is refused with a sentence, not at the first sample."""
-        with pytest.raises(ValueError, match="resources interval|HVDLOG_RESOURCES"):
+        with pytest.raises(ValueError, match=r"resources interval|HVDLOG_RESOURCES"):
             resources_interval(option, env)
 
 
@@ -58,7 +59,7 @@ class TestSample:
         """Without psutil, /proc gives the same memory figures (within what changes between two reads)."""
         sampler = ResourceSampler(lambda *_: None, 1.0)
         with_psutil = sampler.sample()
-        sampler._psutil = None  # noqa: SLF001 - the fallback path, on this machine's real /proc
+        sampler._psutil = None  # the fallback path, on this machine's real /proc
         from_proc = sampler.sample()
         assert abs(from_proc["resources.process.rss_bytes"] - with_psutil["resources.process.rss_bytes"]) < 32 * 2**20
         assert abs(from_proc["resources.host.memory_used_percent"] - with_psutil["resources.host.memory_used_percent"]) < 5
@@ -74,7 +75,7 @@ class TestSample:
     def test_failing_probe_is_named_once(self) -> None:
         """A probe that raises is left out and named in resources.error once; the sampler goes on."""
         sampler = ResourceSampler(lambda *_: None, 1.0)
-        sampler._process = None  # noqa: SLF001 - psutil present but the process handle unusable: memory_info() raises
+        sampler._process = None  # psutil present but the process handle unusable: memory_info() raises
         first, second = sampler.sample(), sampler.sample()
         assert first["resources.error"].startswith("memory: AttributeError") and "resources.error" not in second
         assert "resources.process.cpu_percent" in second and "resources.process.rss_bytes" not in second
@@ -99,7 +100,7 @@ def test_events_at_the_interval(tmp_path: Path) -> None:
     events = [e for e in map(orjson.loads, path.read_bytes().splitlines()) if e.get("event.action") == "resources"]
     assert 3 <= len(events) <= 7, len(events)
     times = [datetime.fromisoformat(e["@timestamp"].replace("Z", "+00:00")).timestamp() for e in events]
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert all(0.45 <= gap <= 2.0 for gap in gaps), gaps
     # The process spins on one thread: between none and one core's worth (the machine may be loaded).
     assert all(0 < e["resources.process.cpu_percent"] <= 110 for e in events), [e["resources.process.cpu_percent"] for e in events]

@@ -139,7 +139,10 @@ class TestAnalysis:
 
     def test_balanced_job_names_nobody(self) -> None:
         """Ranks taking turns at being last: no culprit."""
-        records = [Negotiation("g", "ALLREDUCE", i * 10_000, i * 10_000 + 20_000, ready={0: i * 10_000 + 20_000 * (i % 2), 1: i * 10_000 + 20_000 * (1 - i % 2)}) for i in range(40)]
+        records = [
+            Negotiation("g", "ALLREDUCE", i * 10_000, i * 10_000 + 20_000, ready={0: i * 10_000 + 20_000 * (i % 2), 1: i * 10_000 + 20_000 * (1 - i % 2)})
+            for i in range(40)
+        ]
         assert culprits(summarise(records)) == []
 
     def test_found_under_job_directory(self, tmp_path: Path) -> None:

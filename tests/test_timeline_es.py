@@ -12,11 +12,11 @@ from typing import Any
 
 import orjson
 import pytest
-
 from harness.kibana_to_es import lens_request, lens_rows
+
 from hvdlog.documents import expand
 from hvdlog.elastic import kibana
-from hvdlog.elastic.generate import generated_files, KIBANA_FILE
+from hvdlog.elastic.generate import KIBANA_FILE, generated_files
 from hvdlog.timeline.analysis import analyse_files, negotiations_and_runs
 from hvdlog.timeline.export import documents
 
@@ -65,7 +65,6 @@ def _app_docs() -> list[dict[str, Any]]:
 def fixture_indexed(es_url: str) -> list[dict[str, Any]]:
     """Our templates installed; the timeline export and the step events indexed in their streams."""
     from elasticsearch import Elasticsearch, helpers
-
     from hvdlog.elastic.install import ElasticsearchInstaller
     from hvdlog.elastic.templates import data_stream_name
 

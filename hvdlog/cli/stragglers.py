@@ -10,8 +10,11 @@ from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer
 from hvdlog.cli.timeline_output import print_top, timeline_analyses
 from hvdlog.documents import Document
-from hvdlog.query.resources import RESOURCE_EVENTS, attach as attach_resources, figures as resource_figures, is_resources, short
-from hvdlog.query.stragglers import STEP_EVENTS, stragglers as analyse
+from hvdlog.query.resources import RESOURCE_EVENTS, is_resources, short
+from hvdlog.query.resources import attach as attach_resources
+from hvdlog.query.resources import figures as resource_figures
+from hvdlog.query.stragglers import STEP_EVENTS
+from hvdlog.query.stragglers import stragglers as analyse
 from hvdlog.timeline.evidence import attach
 
 __all__ = ["stragglers"]

@@ -257,7 +257,7 @@ class _Union:
 
     def seconds(self) -> float:
         total, current_start, current_end = 0, None, 0
-        for start, end in sorted(zip(self.starts, self.ends)):
+        for start, end in sorted(zip(self.starts, self.ends, strict=True)):  # appended in pairs
             if current_start is not None and start <= current_end:
                 current_end = max(current_end, end)
                 continue
@@ -360,13 +360,13 @@ def summarise(records: Iterable[Negotiation | OperationRun], analysis: TimelineA
             continue
         result.negotiations += 1
         tensor.negotiations += 1
-        seconds = record.seconds
-        if seconds is not None:
-            tensor.negotiation_seconds += seconds
-            phases["negotiation"] += seconds
+        negotiated = record.seconds
+        if negotiated is not None:
+            tensor.negotiation_seconds += negotiated
+            phases["negotiation"] += negotiated
         last = record.last_rank
         if last is None:
-            result.unattributed_seconds += seconds or 0.0
+            result.unattributed_seconds += negotiated or 0.0
             continue
         result.attributed += 1
         tensor.attributed += 1

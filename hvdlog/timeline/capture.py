@@ -18,6 +18,7 @@ Nothing here may raise into training: failures become one warning event.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -71,7 +72,7 @@ class TimelineCapture(Periodic):
         self._writer: Any = None
         self._lock = threading.Lock()
 
-    def prepare(self, env: dict[str, str] | os._Environ[str] = os.environ) -> None:  # type: ignore[type-arg]
+    def prepare(self, env: dict[str, str] | os._Environ[str] = os.environ) -> None:
         """Set Horovod's environment (call before ``hvd.init()``); warn if it is too late."""
         if env.get("HOROVOD_TIMELINE"):
             self.path = Path(env["HOROVOD_TIMELINE"])
@@ -95,10 +96,8 @@ class TimelineCapture(Periodic):
     def stop(self) -> None:
         """Stop the size watch, export what is left (Horovod closes the file at its own shutdown)."""
         self.stop_thread()
-        try:
+        with contextlib.suppress(Exception):  # shutdown of a logging helper must not raise
             self._export()
-        except Exception:  # noqa: BLE001, S110 - shutdown of a logging helper must not raise
-            pass
         if self._writer is not None:
             self._writer.close()
 

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from hvdlog.timeline.analysis import RankWait, TimelineAnalysis
 
-__all__ = ["MIN_WAIT", "MIN_TIMES_LAST", "attach", "culprits", "reason"]
+__all__ = ["MIN_TIMES_LAST", "MIN_WAIT", "attach", "culprits", "reason"]
 
 #: Median wait caused (seconds) below which being last is noise, not a straggler.
 MIN_WAIT: Final = 0.005

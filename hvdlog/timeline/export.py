@@ -92,7 +92,7 @@ def records_from_documents(docs: Iterable[dict[str, Any]]) -> Iterator[Negotiati
         offsets = get_field(doc, "horovod.timeline.ready_seconds") or []
         ranks = ranks if isinstance(ranks, list) else [ranks]
         offsets = offsets if isinstance(offsets, list) else [offsets]
-        ready = {int(r): start + round(float(o) * 1e6) for r, o in zip(ranks, offsets)}
+        ready = {int(r): start + round(float(o) * 1e6) for r, o in zip(ranks, offsets, strict=False)}  # a malformed document may differ
         yield Negotiation(
             str(get_field(doc, "horovod.timeline.tensor")), str(get_field(doc, "horovod.timeline.operation")),
             start, start + round(seconds * 1e6), ready,
