@@ -8,13 +8,14 @@ after ``hvd.init()``; calling it again replaces the previous configuration.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-import re
 import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,7 @@ def _rank_info() -> _rank.RankInfo:
 console_off = threading.Event()
 
 
-def _console_sink(fd: int, redactor: Redactor | None):  # noqa: ANN202 - a closure over the console fd
+def _console_sink(fd: int, redactor: Redactor | None) -> Callable[[dict[str, Any]], None]:
     """A short human line per event, for a person watching rank 0's terminal (secrets redacted too)."""
     console_off.clear()
 
@@ -115,11 +116,9 @@ def _console_sink(fd: int, redactor: Redactor | None):  # noqa: ANN202 - a closu
         step = event.get("step")
         where = f"rank {event.get('rank')}" + (f" step {step}" if step is not None else "")
         line = f"{event['@timestamp'][11:23]} {event['log.level'].upper():8} [{where}] {event['message']}\n"
-        try:
+        with contextlib.suppress(Exception):  # the console is a courtesy, never a failure
             data = line.encode(errors="replace")
             os.write(fd, redactor(data) if redactor else data)
-        except Exception:  # noqa: BLE001 - the console is a courtesy, never a failure
-            pass
 
     return write
 
@@ -161,7 +160,7 @@ def configure(
 
     .. versionadded:: 0.1.0
     """
-    global _current  # noqa: PLW0603 - one process, one logging configuration
+    global _current  # one process, one logging configuration
     level = level.lower()
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}: use one of {', '.join(LEVELS)}")
@@ -189,10 +188,8 @@ def configure(
             backups=backups,
             redact=redact,
         )
-        try:
+        with contextlib.suppress(OSError):  # read-only or full: the writers say so, and retry
             make_private_dirs(path.parent)
-        except OSError:
-            pass  # read-only or full: the writers say so, and retry
         try:
             capture.start()
         except Exception as exc:  # noqa: BLE001 - no fd, no process (EMFILE, EAGAIN): log without it
@@ -300,7 +297,7 @@ def _patch_horovod_init() -> None:
         return result
 
     init._hvdlog_wrapped = True  # type: ignore[attr-defined]
-    hvd.init = init
+    hvd.init = init  # type: ignore[attr-defined]  # a module takes any attribute; ModuleType's stub has no __setattr__
 
 
 def get_logger(*args: Any, **initial: Any) -> Any:
@@ -314,7 +311,7 @@ def shutdown() -> None:
     Returns in well under a second, even when children still hold the capture pipes
     (what they write later still reaches the console and the files); never raises.
     """
-    global _current  # noqa: PLW0603
+    global _current
     config, _current = _current, None
     if config is None:
         return
@@ -338,7 +335,5 @@ def shutdown() -> None:
 
 def _say(message: str) -> None:
     """A one-off diagnostic on the process's stderr, whatever state it is in."""
-    try:
+    with contextlib.suppress(OSError):
         os.write(2, (message + "\n").encode("utf-8", "replace"))
-    except OSError:
-        pass
