@@ -65,7 +65,8 @@ def main() -> int:
             env={**os.environ, "HOROVOD_RANK": "0", "HOROVOD_SIZE": "1"},
         )
         if os.path.exists(report):
-            sys.stdout.write(open(report).read())
+            with open(report) as text:
+                sys.stdout.write(text.read())
         print(f"nproc={os.cpu_count()} load_average={' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return result.returncode
 

@@ -23,10 +23,11 @@ stays one shippable line; as a last resort a minimal event says what could not b
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from time import time as _now
 from typing import Any
 
@@ -151,10 +152,8 @@ def _default(value: Any) -> Any:
     """orjson fallback: tensors and numpy scalars become numbers or lists, the rest str()."""
     item = getattr(value, "tolist", None)
     if item is not None:
-        try:
+        with contextlib.suppress(Exception):  # any failure: fall back to str()
             return item()
-        except Exception:  # noqa: BLE001 - any failure: fall back to str()
-            pass
     try:
         return _text(str(value))
     except Exception:  # noqa: BLE001 - a __str__ that raises must not lose the event
@@ -389,7 +388,8 @@ class EcsJsonRenderer:
         except Exception:  # noqa: BLE001
             return b'{"message":"hvdlog could not render an event","tags":["_hvdlog_render_failure"]}\n'
 
-    def __call__(self, logger: Any, method_name: str, event_dict: Event) -> bytes:
+    def __call__(self, logger: Any, method_name: str, event_dict: MutableMapping[str, Any]) -> bytes:
         """structlog entry point: the returned bytes go to the writer's level method."""
-        message = event_dict.pop("event", "")
-        return self.render_safely(METHOD_LEVELS.get(method_name, "info"), message, event_dict)
+        fields = event_dict if isinstance(event_dict, dict) else dict(event_dict)  # structlog's is a dict
+        message = fields.pop("event", "")
+        return self.render_safely(METHOD_LEVELS.get(method_name, "info"), message, fields)

@@ -20,6 +20,7 @@ Stdlib only: the capture process loads this file by path.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -48,10 +49,8 @@ def make_private_dirs(path: Path) -> None:
             break
         path = path.parent
     for directory in reversed(missing):
-        try:
+        with contextlib.suppress(FileExistsError):
             directory.mkdir(mode=DIR_MODE)
-        except FileExistsError:
-            pass
 
 
 def foreign_owner(root: Path, directory: Path) -> str | None:
@@ -59,10 +58,8 @@ def foreign_owner(root: Path, directory: Path) -> str | None:
     belongs to another non-root user, who could plant links or read our files. None if fine."""
     me = os.geteuid() if hasattr(os, "geteuid") else 0
     candidates = [root]
-    try:
+    with contextlib.suppress(ValueError):
         candidates += [root / part for part in directory.relative_to(root).parts]
-    except ValueError:
-        pass
     for index, candidate in enumerate(candidates):
         try:
             info = os.stat(candidate) if index == 0 else os.lstat(candidate)
@@ -84,7 +81,7 @@ def _after_fork_in_child() -> None:
     """A fork (DataLoader workers) while another thread held a writer's lock must not leave
     the child's writer locked forever."""
     for writer in list(_WRITERS):
-        writer._lock = threading.RLock()  # noqa: SLF001
+        writer._lock = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -105,7 +102,7 @@ class RankFileWriter:
 
     __slots__ = (
         "__weakref__", "_lock", "_next_open", "_refused", "_retired", "_size", "_warned",
-        "backups", "console_fd", "drop_note", "fallback_console", "drop_reason", "dropped", "fd", "last_resumed", "max_bytes", "path", "total_dropped",
+        "backups", "console_fd", "drop_note", "drop_reason", "dropped", "fallback_console", "fd", "last_resumed", "max_bytes", "path", "total_dropped",
     )
 
     def __init__(self, path: str | Path | None = None, max_bytes: int = 0, backups: int = 5) -> None:
@@ -317,18 +314,14 @@ class RankFileWriter:
         self._say(message + "\n")
 
     def _say(self, message: str) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.write(self.console_fd, message.encode("utf-8", "replace"))
-        except OSError:
-            pass
 
     def _retire(self, fd: int) -> None:
         """Close ``fd`` one swap later (cheap insurance for a write racing a swap)."""
         if self._retired >= 0:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self._retired)
-            except OSError:
-                pass
         self._retired = fd
 
     def _rotate(self) -> None:

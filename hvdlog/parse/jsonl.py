@@ -90,10 +90,7 @@ def _builder(keys: tuple[str, ...], *, event: bool, with_path: bool) -> Builder:
         tree = _tree(leaves)
         # A key that is both `a` and `a.b` (or an object beside a dotted key under it)
         # merges like documents.expand does; rare, so the general path is fine.
-        if tree is None:
-            builder = _slow_builder(event, with_path)
-        else:
-            builder = eval(f"lambda d, p: {_source(tree)}")  # noqa: S307 - source built from repr() of keys
+        builder = _slow_builder(event, with_path) if tree is None else eval(f"lambda d, p: {_source(tree)}")  # noqa: S307 - source built from repr() of keys
         if len(builders) >= _MAX_BUILDERS:
             builders.clear()
         builders[keys] = builder
