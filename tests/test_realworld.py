@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from corpus.realworld import ASPECTS, RealCase, check, cli_answers, library_answers, real_cases
 
 CASES = real_cases()
@@ -89,9 +88,9 @@ def test_same_answers_from_elasticsearch(es_url: str, case_id: str) -> None:
     import json
 
     from click.testing import CliRunner
-    from elasticsearch import Elasticsearch
     from elasticsearch.helpers import bulk
 
+    from elasticsearch import Elasticsearch
     from hvdlog.cli.main import cli
     from hvdlog.elastic.templates import mappings
     from hvdlog.parse import parse_paths

@@ -38,7 +38,8 @@ def _key(doc: Document) -> _Key | None:
 
 
 def _is_event(doc: Document) -> bool:
-    return get_field(doc, "event.action") == "uncaught_exception"
+    action: object = get_field(doc, "event.action")
+    return action == "uncaught_exception"
 
 
 def _close(a: int | None, b: int | None, window_ms: int) -> bool:
@@ -76,9 +77,8 @@ def drop_echoes(docs: Iterable[Document], window: float = ECHO_WINDOW_S) -> Iter
             continue
         held.append([doc, None, millis, False])
         for entry in held:  # a timed candidate whose window has passed is no echo
-            if entry[1] is not None and not entry[3] and entry[2] is not None and millis is not None:
-                if millis - entry[2] > window_ms:
-                    entry[1], waiting = None, waiting - 1
+            if entry[1] is not None and not entry[3] and entry[2] is not None and millis is not None and millis - entry[2] > window_ms:
+                entry[1], waiting = None, waiting - 1
         while held and (held[0][1] is None or held[0][3]):
             entry = held.popleft()
             if not entry[3]:

@@ -353,7 +353,7 @@ def _fates(report: FailureReport, kinds: list[tuple[str, Document]]) -> None:
         else:
             report.other_errors.append(_summary(doc))
     if report.blamed_ranks:
-        for rank, doc in evidence_only.items():
+        for doc in evidence_only.values():
             report.collateral.append(_summary(doc, _reason(doc)))
 
 

@@ -161,7 +161,7 @@ def check_stalls(expected: list[dict[str, Any]], episodes: list[dict[str, Any]])
     if len(episodes) != len(expected):
         return [f"{len(episodes)} episode(s), expected {len(expected)}: {[e.get('missing_ranks') for e in episodes]}"]
     problems = []
-    for index, (want, got) in enumerate(zip(expected, episodes)):
+    for index, (want, got) in enumerate(zip(expected, episodes, strict=True)):  # lengths checked above
         for name, value in want.items():
             actual = got.get(name)
             same = sorted(actual or []) == sorted(value) if name == "tensors" else actual == value
