@@ -128,7 +128,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30, help="training steps per job (default: 30)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds over the configurations (default: 2)")
     parser.add_argument(
-        "--part", choices=["job", "micro", "all"], default="all", help="job: step time of real 2-rank jobs per configuration; micro: unit costs; all: both (default)",
+        "--part", choices=["job", "micro", "all"], default="all",
+        help="job: step time of real 2-rank jobs per configuration; micro: unit costs; all: both (default)",
     )
     args = parser.parse_args()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
