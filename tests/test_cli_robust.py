@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -114,28 +115,41 @@ def test_malformed_event_is_never_a_crash(name: str, tmp_path: Path) -> None:
             assert "the good line" in result.stdout, (command, result.stdout)
 
 
-#: Open bugs of the stall and failure analyses (hvdlog/query/stalls.py, failures.py) on data
-#: of the wrong type; strict: the test fails as soon as one is fixed, so its mark goes too.
-_ANALYSIS_BUGS = {
-    ("stalls", "missing-ranks-int"): "stalls.py _add: set(5) - a scalar missing_ranks (valid in Elasticsearch) is not iterable",
-    ("stalls", "missing-ranks-str"): "stalls.py _add: horovod.stall.tensors 7 is iterated",
-    ("first-failure", "rank-list"): "failures.py: a list rank is used as a set member",
-    ("first-failure", "missing-ranks-int"): "failures.py (stall shutdown): a scalar missing_ranks is iterated",
-    ("first-failure", "missing-ranks-str"): "failures.py (stall shutdown): horovod.stall.tensors 7 is iterated",
-}
-
-
-@pytest.mark.parametrize(
-    ("command", "name"),
-    [
-        pytest.param(command, name, marks=[pytest.mark.xfail(reason=_ANALYSIS_BUGS[command, name], strict=True)] if (command, name) in _ANALYSIS_BUGS else [])
-        for command in ("stalls", "first-failure")
-        for name in sorted(MALFORMED)
-    ],
-)
+@pytest.mark.parametrize(("command", "name"), [(command, name) for command in ("stalls", "first-failure") for name in sorted(MALFORMED)])
 def test_malformed_event_in_the_analyses(command: str, name: str, tmp_path: Path) -> None:
     """stalls and first-failure read the same files without an unexpected error."""
     _assert_understood((command,), in_process(command, str(_malformed_case(name, tmp_path))))
+
+
+def _analysed(command: str, name: str, tmp_path: Path) -> dict[str, Any]:
+    result = in_process(command, "--json", str(_malformed_case(name, tmp_path)))
+    _assert_understood((command,), result)
+    assert result.returncode == 0, result.stderr
+    (answer,) = [json.loads(line) for line in result.stdout.splitlines()]
+    return cast("dict[str, Any]", answer)
+
+
+def test_scalar_missing_rank_is_one_rank(tmp_path: Path) -> None:
+    """Elasticsearch stores a one-rank list as a scalar: ``missing_ranks: 5`` is rank 5 to both analyses."""
+    assert 5 in _analysed("stalls", "missing-ranks-int", tmp_path / "s")["missing_ranks"]
+    report = _analysed("first-failure", "missing-ranks-int", tmp_path / "f")
+    assert report["blamed_ranks"] == [5] and report["stall"]["missing_ranks"] == [5]
+    assert report["cause"].startswith("stall: rank(s) 5 never joined"), report["cause"]
+
+
+def test_stall_fields_of_the_wrong_type_name_nothing(tmp_path: Path) -> None:
+    """``missing_ranks: "0,1"`` and ``tensors: 7`` are ignored: no rank or tensor is made up from them."""
+    episode = _analysed("stalls", "missing-ranks-str", tmp_path / "s")
+    assert (episode["source"], episode["missing_ranks"], episode["tensors"]) == ("inspector", [], [])
+    report = _analysed("first-failure", "missing-ranks-str", tmp_path / "f")
+    assert report["blamed_ranks"] == [] and report["stall"]["tensors"] == []
+    assert "a rank the report does not name" in report["cause"], report["cause"]
+
+
+def test_list_rank_is_never_blamed(tmp_path: Path) -> None:
+    """An error whose ``rank`` is a list names no rank: the culprit is the good event's rank 0."""
+    report = _analysed("first-failure", "rank-list", tmp_path)
+    assert report["blamed_ranks"] == [0] and report["culprit"]["message"] == "the good line"
 
 
 @pytest.mark.parametrize("command", ["grep", "first-failure", "stalls", "stragglers", "parse"])

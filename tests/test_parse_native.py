@@ -101,6 +101,20 @@ class TestArrivalTime:
         assert doc["@timestamp"] == "2026-11-30T14:35:49.000001Z" and doc["error"]["type"] == "ValueError"
         assert "Z " not in doc["message"]
 
+    def test_an_indented_line_held_for_a_frame_keeps_its_own_time(self) -> None:
+        """An indented line waits to see whether a frame follows (a traceback cut before its code line):
+        with one, the traceback starts at its time; without, it is its own document at its own time."""
+        (traceback,) = _parse(
+            "2026-11-30T14:35:49.000001Z     x = f()\n"
+            "2026-11-30T14:35:50.000001Z   File \"x.py\", line 3, in f\n"
+            "2026-11-30T14:35:50.000002Z ValueError: boom"
+        )
+        assert traceback["@timestamp"] == "2026-11-30T14:35:49.000001Z" and traceback["error"]["type"] == "ValueError"
+        assert traceback["message"].startswith("    x = f()\n  File ")
+        alone, after = _parse("2026-11-30T14:35:49.000001Z     indented\n2026-11-30T14:35:50.000001Z next")
+        assert (alone["message"], alone["@timestamp"]) == ("    indented", "2026-11-30T14:35:49.000001Z")
+        assert (after["message"], after["@timestamp"]) == ("next", "2026-11-30T14:35:50.000001Z")
+
     @pytest.mark.parametrize(
         ("line", "message"),
         [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,6 +93,8 @@ GREP_CASES = [
     ("--host", "{host}", "--level", "warning", "--rank", "0,1"),
     ("-n", "5", "--rank", "0"),
     ("--job", FAULTS, "-e", ""),
+    ("--dataset", "horovod.launcher", "--rank", "1"),
+    ("--dataset", "horovod.launcher", "--dataset", "horovod.app", "--level", "error"),
 ]
 
 
@@ -137,6 +140,30 @@ def test_default_index_pattern_reads_the_data_stream(indexed: Corpus, es_url: st
     code, from_es, err = _run("grep", "--json", "--level", "warning", *jobs, "--es", es_url)
     assert code == 0, err
     _same(from_files, from_es)
+
+
+def test_dataset_finds_rejected_events_in_files_and_elasticsearch(indexed: Corpus, es_url: str, tmp_path: Path) -> None:
+    """``--dataset horovod.rejected`` selects the dead-letter pipeline's events (tests/corpus/horovod.rejected)
+    in their data stream and in a file, and nothing else; ``--dataset horovod.app`` leaves them out."""
+    from elasticsearch import Elasticsearch
+
+    rejected = json.loads((REPO / "tests" / "corpus" / "horovod.rejected" / "dead-letter-expected.json").read_text())
+    es = Elasticsearch(es_url, request_timeout=60)
+    _bulk(es, "logs-horovod.rejected-querytest", rejected, op="create")
+    es.close()
+    dead_letter = tmp_path / "dead-letter.jsonl"
+    dead_letter.write_text("".join(json.dumps(doc) + "\n" for doc in rejected))
+    jsonl = [str(path) for path in discover([indexed.logs], lambda message: None) if path.suffix == ".jsonl"]
+    wanted = [(doc["message"], doc["error"]["type"]) for doc in rejected]
+    seen = lambda docs: [(doc["message"], doc["error"]["type"]) for doc in docs]  # noqa: E731
+    job = ("--job", rejected[0]["job"])  # other tests may write to the same data streams
+    for source in ((str(dead_letter), *jsonl), ("--es", es_url)):
+        code, found, err = _run("grep", "--json", "--dataset", "horovod.rejected", *job, *source)
+        assert code == 0 and seen(found) == wanted, (source, err)
+        code, found, err = _run("grep", "--json", "--dataset", "horovod.app", "--dataset", "horovod.rejected", *source)
+        assert code == 0 and {doc["event"]["dataset"] for doc in found} == {"horovod.app", "horovod.rejected"}, (source, err)
+        code, found, err = _run("grep", "--json", "--dataset", "horovod.app", *job, *source)
+        assert code == 1 and not found, (source, found)
 
 
 def test_follow_on_elasticsearch(indexed: Corpus, es_url: str) -> None:

@@ -19,11 +19,7 @@ _LIBRARY = ("documents", "first_failure", "stalls")
 
 #: Known wrong answers, each caused on the parsing side (hvdlog/parse, owner: the parse branch).
 #: Strict: once fixed, the test reports XPASS and fails until the entry is removed.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("openmpi-tree-headless-rotated", "grep_rank"): (
-        "a headless traceback that starts with a frame's source line (the cut fell between 'File ...' and its code "
-        "line) is split into two documents (parsing side)"),
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def _param(case: RealCase, aspect: str) -> object:

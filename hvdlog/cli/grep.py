@@ -27,6 +27,11 @@ __all__ = ["grep"]
 @click.option("-E", "--extended-regexp", "regex", is_flag=True, help="PATTERN is a regular expression, not a fixed string.")
 @click.option("-i", "--ignore-case", is_flag=True, help="Match PATTERN case-insensitively.")
 @click.option("--level", type=click.Choice(LEVELS), help="Only events at this level or more severe.")
+@click.option(
+    "--dataset", multiple=True, metavar="D",
+    help="Only events of this event.dataset (repeatable): horovod.app, horovod.core, horovod.launcher, "
+    "horovod.timeline, horovod.rejected (events Elasticsearch refused).",
+)
 @click.option("--step", metavar="A:B", help="Only events with a step in A..B (A: and :B leave an end open).")
 @click.option("-n", "--lines", "last", type=click.IntRange(min=1), help="Only the last N matching events.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new matching events (polls every --interval).")

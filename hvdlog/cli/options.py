@@ -106,6 +106,7 @@ def build_filter(options: dict[str, Any], **extra: Any) -> Filter:
             ranks=parse_ranks(options["rank"]) if options.get("rank") else None,
             jobs=tuple(options.get("job") or ()),
             hosts=tuple(options.get("host") or ()),
+            datasets=tuple(options.get("dataset") or ()),
             since=parse_time(options["since"]) if options.get("since") else None,
             until=parse_time(options["until"]) if options.get("until") else None,
             min_level=options.get("level"),

@@ -78,7 +78,7 @@ class _Stream:
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
-        self.kind: str | None = None  # None, "stall", "traceback", "after_exception", "chain", "terminate"
+        self.kind: str | None = None  # None, "stall", "traceback", "after_exception", "chain", "terminate", "code" (an indented line waiting for a frame)
         self.lines: list[str] = []
         self.stall: StallBlock | None = None
         self.fields: dict[str, Any] = {}
@@ -159,6 +159,12 @@ class NativeParser:
     def _continue(self, stream: _Stream, line: str) -> bool:
         """True when ``line`` belongs to the open event (and was added to it)."""
         kind = stream.kind
+        if kind == "code":  # a headless traceback cut between a frame's `File` line and its code line
+            if _FRAME.match(line) is None:
+                return False
+            stream.lines.append(line)
+            stream.kind = "traceback"
+            return True
         if kind == "stall":
             if is_continuation(line):
                 stream.stall.add(line)  # type: ignore[union-attr]
@@ -227,6 +233,10 @@ class NativeParser:
 
     def _flush(self, stream: _Stream) -> Document:
         kind = stream.kind
+        if kind == "code":  # no frame followed: the line alone, as _start reads it, at its own time
+            line = stream.lines[0]
+            stream.kind, stream.lines = None, []
+            return self._single(stream, line, stream.started)
         fields = stream.fields
         if kind == "stall":
             fields.update(stream.stall.fields(self.size))  # type: ignore[union-attr]
@@ -293,11 +303,18 @@ class NativeParser:
             stream.fields = _EXCEPTION.match(line) or {"error.message": line}
             stream.message_from = 1
             return None
+        if line[:1] in (" ", "\t"):  # a frame's code line whose `File` line was cut off? The next line says.
+            stream.kind, stream.lines, stream.started = "code", [line], stream.last_time
+            return None
+        return self._single(stream, line)
+
+    def _single(self, stream: _Stream, line: str, time: str | None = None) -> Document:
+        """A line that is a document of its own: a known message, or kept raw and tagged."""
         known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
         if known is not None:
-            return self._document(stream, known)
+            return self._document(stream, known, time)
         return self._document(
-            stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}
+            stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}, time
         )
 
     def _core(self, stream: _Stream, core: Any) -> Document | None:

@@ -87,6 +87,8 @@ def to_query(spec: Filter) -> dict[str, Any]:
         must.append({"terms": {"job": list(spec.jobs)}})
     if spec.hosts:
         must.append({"terms": {"host.name": list(spec.hosts)}})
+    if spec.datasets:
+        must.append({"terms": {"event.dataset": list(spec.datasets)}})
     if spec.since is not None or spec.until is not None:
         bounds: dict[str, Any] = {"format": "epoch_millis"}
         if spec.since is not None:

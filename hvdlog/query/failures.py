@@ -32,6 +32,7 @@ from hvdlog.documents import Document, get_field
 from hvdlog.fields import level_at_least
 from hvdlog.query.echoes import drop_echoes
 from hvdlog.query.spec import MAX_JOB_SIZE, PATTERN_FIELDS, Condition, job_of, sort_key
+from hvdlog.query.stalls import names_in, ranks_in
 from hvdlog.query.summary import one_line
 
 __all__ = ["COLLATERAL", "FAILURE_EVENTS", "FailureReport", "first_failure", "is_collateral", "kind_of"]
@@ -153,6 +154,12 @@ def _is_failure(doc: Document) -> bool:
     return level_at_least(str(get_field(doc, "log.level") or "info"), "error")
 
 
+def _own_rank(doc: Document) -> int | None:
+    """The rank that wrote a document; a rank of another type (a list) names none."""
+    rank = doc.get("rank")
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+
 def rank_of(doc: Document) -> Any:
     """The rank a document is about: its own, or the one a launcher line names."""
     rank = doc.get("rank")
@@ -244,9 +251,9 @@ def _stall_summary(doc: Document) -> dict[str, Any]:
     return {
         "@timestamp": doc.get("@timestamp"),
         "reported_by": doc.get("rank"),
-        "missing_ranks": get_field(doc, "horovod.stall.missing_ranks") or [],
-        "shutdown_ranks": get_field(doc, "horovod.stall.shutdown_ranks") or [],
-        "tensors": get_field(doc, "horovod.stall.tensors") or [],
+        "missing_ranks": ranks_in(get_field(doc, "horovod.stall.missing_ranks")),
+        "shutdown_ranks": ranks_in(get_field(doc, "horovod.stall.shutdown_ranks")),
+        "tensors": names_in(get_field(doc, "horovod.stall.tensors")),
         "shutdown": bool(get_field(doc, "horovod.stall.shutdown")),
     }
 
@@ -258,10 +265,10 @@ def _classify(failures: list[Document]) -> list[tuple[str, Document]]:
     failed_ranks: set[Any] = set()
     for doc in failures:
         kind = kind_of(doc)
-        if kind == "primary" and signal_of(doc) == "SIGKILL" and failed_ranks - {doc.get("rank")}:
+        if kind == "primary" and signal_of(doc) == "SIGKILL" and failed_ranks - {_own_rank(doc)}:
             kind = "collateral"  # the launcher's kill after another rank went down
         if kind in ("primary", "stall"):
-            failed_ranks.add(doc.get("rank"))
+            failed_ranks.add(_own_rank(doc))
         kinds.append((kind, doc))
     return kinds
 
@@ -300,21 +307,22 @@ def _report(job: Any, failures: list[Document]) -> FailureReport:
     report.evidence = [_summary(doc) for kind, doc in kinds if kind == "evidence"]
     primaries = [doc for kind, doc in kinds if kind == "primary"]
     # A rank's own failure before the launcher's: a rank-less error is a launcher's or the machine's.
-    culprit = next((doc for doc in primaries if doc.get("rank") is not None), primaries[0] if primaries else None)
+    culprit = next((doc for doc in primaries if _own_rank(doc) is not None), primaries[0] if primaries else None)
     stalls = [doc for kind, doc in kinds if kind == "stall"]
     if stalls and (culprit is None or sort_key(stalls[0]) <= sort_key(culprit)):
         report.stall = _stall_summary(stalls[0])
         report.blamed_ranks = report.stall["shutdown_ranks"] or report.stall["missing_ranks"]
         report.primary = True
         tensors = ", ".join(report.stall["tensors"]) or "the collective"
-        report.cause = (f"stall: rank(s) {', '.join(map(str, report.blamed_ranks))} never joined {tensors} "
+        who = f"rank(s) {', '.join(map(str, report.blamed_ranks))}" if report.blamed_ranks else "a rank the report does not name"
+        report.cause = (f"stall: {who} never joined {tensors} "
                         f"(reported by rank {report.stall['reported_by']}); Horovod shut the job down")
         culprit = None
     elif culprit is not None:
         report.culprit = _summary(culprit)
-        report.blamed_ranks = [culprit.get("rank")]
+        report.blamed_ranks = [_own_rank(culprit)]
         report.primary = True
-        same_rank = [doc for doc in primaries if doc.get("rank") == culprit.get("rank")]
+        same_rank = [doc for doc in primaries if _own_rank(doc) == _own_rank(culprit)]
         with_trace = next((doc for doc in same_rank if get_field(doc, "error.stack_trace")), culprit)
         report.error_type = get_field(with_trace, "error.type")
         report.error_message = get_field(with_trace, "error.message") or culprit.get("message")
@@ -339,7 +347,7 @@ def _fates(report: FailureReport, kinds: list[tuple[str, Document]]) -> None:
     seen: set[Any] = set(report.blamed_ranks) | {None}
     evidence_only: dict[Any, Document] = {}
     for kind, doc in kinds:
-        rank = rank_of(doc) if kind == "evidence" else doc.get("rank")
+        rank = rank_of(doc) if kind == "evidence" else _own_rank(doc)
         if kind == "evidence":
             if rank not in seen:
                 evidence_only.setdefault(rank, doc)

@@ -12,6 +12,7 @@ Semantics:
   documents without a rank never match a rank filter.
 * ``min_level``: ``log.level`` at least this severe; unknown or missing levels count as info.
 * ``jobs``/``hosts``: exact ``job`` / ``host.name``.
+* ``datasets``: exact ``event.dataset`` (``horovod.app``, ``horovod.core``, ``horovod.rejected``...).
 * ``since``/``until``: ``@timestamp`` within, both ends inclusive.
 * ``steps``: ``step`` within ``A:B`` (either end open, both inclusive).
 * ``pattern``: a fixed string (or with ``regex`` a Python regular expression) found in
@@ -262,6 +263,7 @@ class Filter:
     min_level: str | None = None
     jobs: tuple[str, ...] = ()
     hosts: tuple[str, ...] = ()
+    datasets: tuple[str, ...] = ()
     since: datetime | None = None
     until: datetime | None = None
     steps: tuple[int | None, int | None] | None = None
@@ -301,6 +303,8 @@ class Filter:
         if self.jobs and doc.get("job") not in self.jobs:
             return False
         if self.hosts and get_field(doc, "host.name") not in self.hosts:
+            return False
+        if self.datasets and get_field(doc, "event.dataset") not in self.datasets:
             return False
         if self.since is not None or self.until is not None:
             millis = timestamp_millis(doc.get("@timestamp"))

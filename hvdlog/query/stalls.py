@@ -22,7 +22,7 @@ from hvdlog.documents import Document, get_field
 from hvdlog.fields import level_at_least
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, job_of, sort_key, timestamp_millis
 
-__all__ = ["STALL_EVENTS", "StallEpisode", "find_stalls", "progress_filter", "stall_episodes"]
+__all__ = ["STALL_EVENTS", "StallEpisode", "find_stalls", "names_in", "progress_filter", "ranks_in", "stall_episodes"]
 
 #: What the analysis needs from a source: stall reports and anything that ends a job.
 STALL_EVENTS: Final = (
@@ -69,6 +69,23 @@ class StallEpisode:
         return {key: value for key, value in asdict(self).items() if not key.startswith("_")}
 
 
+def ranks_in(value: Any) -> list[int]:
+    """The ranks a stall field holds: Elasticsearch stores a one-element list as a scalar, and
+    values of another type (a ``"0,1"`` string, a nested object) name no rank we can trust."""
+    items = value if isinstance(value, list) else [value]
+    return [item for item in items if isinstance(item, int) and not isinstance(item, bool)]
+
+
+def names_in(value: Any) -> list[str]:
+    """The tensor names a stall field holds: a scalar name is one name; anything not a string is ignored."""
+    items = value if isinstance(value, list) else [value]
+    return [item for item in items if isinstance(item, str)]
+
+
+def _seconds(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
 def _iso(millis: int) -> str:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -80,7 +97,7 @@ def _is_failure(doc: Document) -> bool:
 
 
 def _open(source: str, doc: Document, millis: int) -> StallEpisode:
-    seconds = float(get_field(doc, "horovod.stall.seconds") or 0.0)
+    seconds = _seconds(get_field(doc, "horovod.stall.seconds"))
     start = millis - int(seconds * 1000)
     return StallEpisode(source, job_of(doc), _iso(start), None, 0.0, _start_ms=start, _last_ms=millis)
 
@@ -91,14 +108,14 @@ def _add(episode: StallEpisode, doc: Document, millis: int) -> None:
     size = doc.get("size")
     if isinstance(size, int) and 0 < size <= MAX_JOB_SIZE:  # bounded: see MAX_JOB_SIZE
         episode._size = size
-    for name in get_field(doc, "horovod.stall.tensors") or ():
+    for name in names_in(get_field(doc, "horovod.stall.tensors")):
         if name not in episode.tensors:
             episode.tensors.append(name)
     if isinstance(step := doc.get("step"), int):
         episode.step = step if episode.step is None else min(episode.step, step)
     if get_field(doc, "horovod.stall.shutdown"):
         episode.shutdown = True
-    missing = get_field(doc, "horovod.stall.missing_ranks") or ()
+    missing = ranks_in(get_field(doc, "horovod.stall.missing_ranks"))
     episode.missing_ranks = sorted(set(episode.missing_ranks) | set(missing))
 
 
@@ -111,12 +128,12 @@ def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
         step = doc.get("step")
         episode._stalled_steps[rank] = step if isinstance(step, int) else -1
     episode._stalled.add(rank)
-    episode._waits.setdefault(rank, set()).update(get_field(doc, "horovod.stall.tensors") or ())
-    episode._unsubmitted.setdefault(rank, {}).update(dict.fromkeys(get_field(doc, "horovod.stall.unsubmitted_tensors") or ()))
+    episode._waits.setdefault(rank, set()).update(names_in(get_field(doc, "horovod.stall.tensors")))
+    episode._unsubmitted.setdefault(rank, {}).update(dict.fromkeys(names_in(get_field(doc, "horovod.stall.unsubmitted_tensors"))))
     if operation := get_field(doc, "horovod.stall.operation"):
         if rank not in episode.waiting_ranks:
             episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
-        if operation not in episode.operations:
+        if isinstance(operation, str) and operation not in episode.operations:
             episode.operations.append(operation)
     else:
         episode._culprits.add(rank)
@@ -230,7 +247,7 @@ def _add_untimed(
 ) -> None:
     """An untimed report joins the open untimed episode when they share a missing rank; else it opens one."""
     episode = current.get(key)
-    missing = set(get_field(doc, "horovod.stall.missing_ranks") or ())
+    missing = set(ranks_in(get_field(doc, "horovod.stall.missing_ranks")))
     if episode is None or not episode._untimed or (missing and episode.missing_ranks and not missing & set(episode.missing_ranks)):
         episode = current[key] = StallEpisode(key[0], key[1], None, None, 0.0, _untimed=True)
         episodes.append(episode)

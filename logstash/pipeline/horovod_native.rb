@@ -163,6 +163,8 @@ def segments(lines, first_state)
     current = [line]
     result << current
     state = opening(line)
+    # a frame's code line whose `File` line was cut off (rotation, scrollback): a traceback if a frame follows
+    state = :traceback if state == :single && line.start_with?(" ", "\t") && lines[index + 1] && match(@frame, lines[index + 1])
   end
   result
 end
@@ -199,8 +201,10 @@ def process(event, lines)
     stall(event, lines, seconds["[horovod][stall][seconds]"], event.get("[size]"))
     event.set("[log][level]", "warning")
     event.set("[event][dataset]", "horovod.core")
-  elsif match(@traceback, first) || match(@frame, first) || match(@lone_exception, first)
-    # a traceback, one whose header was lost (frames first), or an exception line alone
+  elsif match(@traceback, first) || match(@frame, first) || match(@lone_exception, first) ||
+        (first.start_with?(" ", "\t") && lines[1] && match(@frame, lines[1]))
+    # a traceback, one whose header was lost (frames first, or a frame's code line first: the
+    # cut fell inside a frame), or an exception line alone
     traceback(event, lines)
   elsif (found = captures(@hydra_rank, first))
     # MPICH/Intel MPI's box: `=   RANK N PID P RUNNING AT host` then how it ended
