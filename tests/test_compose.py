@@ -792,7 +792,7 @@ class TestRoutingConfig:
         from hvdlog.fields import DATASETS
 
         outputs = es_outputs()
-        assert set(outputs) == {"horovod-app.conf", "horovod-native.conf", "fallback.conf", "dead-letter.conf"}
+        assert set(outputs) == {"horovod-app.conf", "horovod-native.conf", "horovod-timeline.conf", "fallback.conf", "dead-letter.conf"}
         datasets = set()
         for conf, settings_list in outputs.items():
             for settings in settings_list:
@@ -808,7 +808,7 @@ class TestRoutingConfig:
 
     def test_filters_drop_the_events_data_stream(self) -> None:
         """The pipelines that carry user or shipper fields drop `data_stream` and never set it."""
-        for name in ("horovod-app.conf", "horovod-native.conf", "fallback.conf"):
+        for name in ("horovod-app.conf", "horovod-native.conf", "horovod-timeline.conf", "fallback.conf"):
             text = (PIPELINE_DIR / name).read_text()
             removes = re.findall(r"remove_field\s*=>\s*\[(.*)\]\s*$", text, re.M)
             assert any('"data_stream"' in r for r in removes), name
