@@ -93,7 +93,7 @@ class _Stream:
 class NativeParser:
     """Feeds native lines, yields documents; call :meth:`close` at the end of input."""
 
-    __slots__ = ("_chatter", "_last_context", "_last_stream", "_opened", "_streams", "_times", "size")
+    __slots__ = ("_chatter", "_held", "_last_context", "_last_stream", "_opened", "_streams", "_times", "size")
 
     def __init__(self, *, timezone: str | None = None, chatter: Chatter = "keep", size: int | None = None) -> None:
         """``timezone`` of the nodes' clocks; ``chatter`` see :func:`parse_chatter`;
@@ -105,6 +105,7 @@ class NativeParser:
         self._last_context: dict[str, Any] | None = None
         self._last_stream: _Stream | None = None
         self._opened = 0  # multi-line events begun so far
+        self._held: _Stream | None = None  # the stream holding an indented line for one line
 
     # --- input -------------------------------------------------------------------------
     def feed(self, payload: str, context: dict[str, Any], arrival: str | None = None) -> list[Document]:
@@ -129,6 +130,15 @@ class NativeParser:
                 stream.last_time = converted
         if arrival is not None:  # exact and in UTC: better than any inherited time
             stream.last_time = arrival
+        held = self._held
+        if held is not None and held is not stream:
+            # An indented line waits for its own stream's next line only while nothing else is
+            # read: another stream's line releases it first, so documents keep their read order.
+            return [self._flush(held), *self._feed_stream(stream, payload)]
+        return self._feed_stream(stream, payload)
+
+    def _feed_stream(self, stream: _Stream, payload: str) -> list[Document]:
+        """``payload`` into its own stream: continue the open event, or close it and begin."""
         if stream.kind is None:
             doc = self._begin(stream, payload)
             return _NOTHING if doc is None else [doc]
@@ -160,6 +170,7 @@ class NativeParser:
         """True when ``line`` belongs to the open event (and was added to it)."""
         kind = stream.kind
         if kind == "code":  # a headless traceback cut between a frame's `File` line and its code line
+            self._held = None
             if _FRAME.match(line) is None:
                 return False
             stream.lines.append(line)
@@ -234,6 +245,7 @@ class NativeParser:
     def _flush(self, stream: _Stream) -> Document:
         kind = stream.kind
         if kind == "code":  # no frame followed: the line alone, as _start reads it, at its own time
+            self._held = None
             line = stream.lines[0]
             stream.kind, stream.lines = None, []
             return self._single(stream, line, stream.started)
@@ -305,6 +317,7 @@ class NativeParser:
             return None
         if line[:1] in (" ", "\t"):  # a frame's code line whose `File` line was cut off? The next line says.
             stream.kind, stream.lines, stream.started = "code", [line], stream.last_time
+            self._held = stream
             return None
         return self._single(stream, line)
 
