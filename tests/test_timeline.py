@@ -208,7 +208,10 @@ def _assert_rank1_named(job_dir: Path) -> None:
     result = _hvdlog("stragglers", "--json", str(job_dir))
     assert result.returncode == 0, result.stderr
     rows = {row["rank"]: row for row in map(orjson.loads, result.stdout.splitlines())}
-    assert "timeline" in rows[1]["evidence"] and rows[1]["timeline"]["named"]
+    # On failure, say why: was a timeline found at all, and who was last in its negotiations?
+    if not ("timeline" in rows[1]["evidence"] and rows[1]["timeline"]["named"]):
+        pytest.fail(f"rank 1 not named by the timeline.\nstragglers: {result.stdout}\n"
+                    f"timeline: {_hvdlog('timeline', '--json', str(job_dir)).stdout[:3000]}")
     assert any(reason.startswith("timeline: last ready in") for reason in rows[1]["reasons"])
     assert "timeline" not in rows[0]["evidence"] and not rows[0]["timeline"]["named"]
     assert JOB_DELAY * 0.8 <= rows[1]["timeline"]["wait_caused_median"] <= JOB_DELAY * 3
