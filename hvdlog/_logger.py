@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 
 from hvdlog.renderer import METHOD_LEVELS, EcsJsonRenderer
+from hvdlog.writer import RankFileWriter
 
 __all__ = ["make_bound_logger_class"]
 
@@ -28,7 +29,7 @@ def _nop(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-def _direct(level: str, renderer: EcsJsonRenderer, exc_info: bool) -> Callable[..., None]:
+def _direct(level: str, renderer: EcsJsonRenderer, write: Callable[[bytes], object], exc_info: bool) -> Callable[..., None]:
     render = renderer.render
 
     def method(self: Any, event: Any, *args: Any, **kw: Any) -> None:
@@ -40,17 +41,18 @@ def _direct(level: str, renderer: EcsJsonRenderer, exc_info: bool) -> Callable[.
                 kw = {**self._context, **kw}
             if exc_info:
                 kw.setdefault("exc_info", True)
-            line = render(level, event, kw)
+            line = render(level, event, kw, True)  # kw is this call's own dict
         except Exception as exc:  # noqa: BLE001 - logging must never raise into training code
             line = renderer.failure(level, event, exc)
-        self._logger.write(line)  # the writer never raises either
+        write(line)  # the writer never raises either
 
     method.__name__ = level
     return method
 
 
-def make_bound_logger_class(min_level: str, renderer: EcsJsonRenderer) -> type:
-    """A BoundLogger class writing levels >= ``min_level`` straight through ``renderer``."""
+def make_bound_logger_class(min_level: str, renderer: EcsJsonRenderer, writer: RankFileWriter) -> type:
+    """A BoundLogger class writing levels >= ``min_level`` through ``renderer`` straight to
+    ``writer`` (the process's one writer, which structlog's logger factory returns too)."""
     base = structlog.make_filtering_bound_logger(LEVEL_NUMBERS[min_level])
     threshold = LEVEL_NUMBERS[min_level]
     namespace: dict[str, Any] = {}
@@ -58,7 +60,7 @@ def make_bound_logger_class(min_level: str, renderer: EcsJsonRenderer) -> type:
         if name == "log":  # structlog's log(level, event) keeps its own signature
             continue
         if LEVEL_NUMBERS[level] >= threshold:
-            namespace[name] = _direct(level, renderer, exc_info=name == "exception")
+            namespace[name] = _direct(level, renderer, writer.write, exc_info=name == "exception")
         else:
             namespace[name] = staticmethod(_nop)
     return type("HvdlogBoundLogger", (base,), namespace)

@@ -214,7 +214,7 @@ def configure(
 
     structlog.configure(
         processors=[renderer],
-        wrapper_class=make_bound_logger_class(level, renderer),
+        wrapper_class=make_bound_logger_class(level, renderer, writer),
         logger_factory=lambda *args: writer,
         cache_logger_on_first_use=True,
     )

@@ -28,7 +28,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, MutableMapping, Sequence
-from time import time as _now
+from time import time_ns as _now_ns
 from typing import Any
 
 import orjson
@@ -100,6 +100,8 @@ _UNPLANNED = object()
 _EMPTY: Event = {}
 _SORT = object()
 _UNBOUND: Any = object()
+#: (the bound context, static + bound fields pre-rendered or None, plans for that binding's keys)
+_Binding = tuple[Any, "bytes | None", dict[tuple[str, ...], Any]]
 _MAX_REMEMBERED = 512
 _MAX_REMEMBERED_MESSAGE = 256  # characters; longer messages are serialised every time
 _bound = context._CONTEXT.get  # the hot path reads the bound context directly
@@ -138,13 +140,15 @@ def _sort_fields(event: Event, fields: Event, undeclared: set[str]) -> None:
         event[EXTRA] = extra
 
 
-def _layout(keys: Sequence[str], undeclared: Sequence[str]) -> Callable[[Event, Event], Event]:
-    """``(fields, bound) -> {**bound, contract fields..., "extra": {the others...}}`` for one
-    key set, as one dict display (what _sort_fields does, without a loop per event). Keys are
-    written with repr(), so any string is a literal, never code."""
-    declared = "".join(f"{key!r}: f[{key!r}], " for key in keys if key not in undeclared)
-    extra = ", ".join(f"{key!r}: f[{key!r}]" for key in undeclared)
-    layout: Callable[[Event, Event], Event] = eval(f"lambda f, b: {{**b, {declared}{EXTRA!r}: {{{extra}}}}}")  # noqa: S307 - source built from repr()s only
+def _layout(keys: Sequence[str], undeclared: Sequence[str]) -> Callable[[Event], Event]:
+    """A function moving the undeclared keys of a fields dict (of this key set) under
+    ``extra``, in place: ``{contract fields in call order..., "extra": {the others...}}``, what
+    _sort_fields does without a loop per event. Keys are written with repr(), so any string
+    is a literal, never code."""
+    extra = ", ".join(f"{key!r}: f.pop({key!r})" for key in undeclared)
+    namespace: dict[str, Any] = {}
+    exec(f"def layout(f):\n    f[{EXTRA!r}] = {{{extra}}}\n    return f\n", namespace)  # noqa: S102 - source built from repr()s only
+    layout: Callable[[Event], Event] = namespace["layout"]
     return layout
 
 
@@ -205,11 +209,14 @@ class EcsJsonRenderer:
         console: optional sink for a human line (rank 0's terminal), given the event.
     """
 
-    __slots__ = ("_messages", "_plans", "_second_head", "_secret_messages", "_static_json", "_static_keys", "clock", "console", "redactor", "static")
+    __slots__ = (
+        "_binding", "_bindings", "_messages", "_second_head", "_secret_messages", "_static_json", "_static_keys",
+        "clock", "console", "redactor", "static",
+    )
 
     def __init__(self, static: Event, redactor: Redactor | None = None, console: Callable[[Event], None] | None = None) -> None:
         self.clock = UtcClock()
-        self._second_head = (-1, b"")
+        self._second_head = (0, 0, b"")  # [start, end) of the current second in ns, and the line's head
         self.reset(static, redactor, console)
 
     def reset(self, static: Event, redactor: Redactor | None = None, console: Callable[[Event], None] | None = None) -> None:
@@ -227,13 +234,13 @@ class EcsJsonRenderer:
     def _prepare(self) -> None:
         """Render the static fields once, or leave the splice off when it would not give the
         same line: a console to feed, static fields orjson refuses or holding a secret."""
-        # Plans per key tuple of the call's fields: which keys go under ``extra`` (None: the
-        # keys collide with a static or head field, use the general path).
-        self._plans: dict[tuple[str, ...], Any] = {}
         self._messages: dict[str, bytes] = {}
         self._secret_messages: set[bytes] = set()
         self._static_keys = frozenset((*_HEAD_KEYS, *self.static))
         self._static_json: bytes | None = None
+        # The bound context last seen and what goes with it (see _see_bound); plans by bound keys.
+        self._binding: _Binding = (_UNBOUND, None, {})
+        self._bindings: dict[tuple[str, ...], dict[tuple[str, ...], Any]] = {}
         if self.console is not None or EXTRA in self.static:
             return
         try:
@@ -244,59 +251,109 @@ class EcsJsonRenderer:
             return
         self._static_json = b"," + body[1:-1] + b"," if len(body) > 2 else b","  # ends with the comma before the tail
 
-    def render(self, level: str, message: Any, fields: Event) -> bytes:
-        """Render one event; ``fields`` may hold contract fields, extras and ``exc_info``.
+    def render(self, level: str, message: Any, fields: Event, owned: bool = False) -> bytes:
+        """Render one event; ``fields`` may hold contract fields, extras and ``exc_info``;
+        ``owned``: the caller gives ``fields`` away (a ``**kw`` dict), so it may be rearranged.
 
-        The line is ``{timestamp, level, message, *static, *bound context, *fields}``; the
-        static part comes pre-rendered and only the rest is serialised and searched for secrets.
+        The line is ``{timestamp, level, message, *static, *bound context, *fields}``. The static
+        fields and the bound context come pre-rendered (the context once per binding, i.e. once a
+        step); only the call's own fields are serialised and searched for secrets per event.
         """
-        static_json = self._static_json
-        level_json = _LEVEL_JSON.get(level)
         bound = _bound()
-        if static_json is None or level_json is None or message.__class__ is not str or (bound and not self._static_keys.isdisjoint(bound)):
+        binding = self._binding  # one attribute read: another thread's binding never mixes in
+        if binding[0] is not bound:
+            binding = self._see_bound(bound)
+        _, prefix, plans = binding
+        level_json = _LEVEL_JSON.get(level)
+        if level_json is None or message.__class__ is not str:
             return self.render_event(level, message, fields, bound)
+        plan: Any = ()
         if fields:
             keys = tuple(fields)
-            plan = self._plans.get(keys, _UNPLANNED)
+            plan = plans.get(keys, _UNPLANNED)
             if plan is _UNPLANNED:
-                plan = self._plan(keys)
-            if plan is None:
+                plan = self._plan(keys, plans, bound)
+        if prefix is None or plan is None or plan is _SORT:
+            merged = self._merged(fields, bound, plan)
+            if merged is None:
                 return self.render_event(level, message, fields, bound)
-            if (bound and EXTRA in bound) or plan is _SORT:  # bound extras to merge, or exc_info
-                tail = dict(bound) if bound else {}
-                _sort_fields(tail, fields, fields.keys() - _KNOWN)
-            elif plan:  # contract fields at the top in call order, the rest under extra
-                tail = plan(fields, bound or _EMPTY)
-            else:  # only contract fields
-                tail = {**bound, **fields} if bound else fields
-        else:
-            tail = bound or {}
+            before, tail = merged
+        else:  # pre-rendered static + bound fields, then the call's: contract fields in call order, the rest under extra
+            before, tail = prefix, (plan(fields if owned else dict(fields)) if plan else fields)
         message_json: bytes | None = self._messages.get(message)
         try:
             if message_json is None:
                 message_json = self._message_json(message)
-            tail_json = _dumps(tail, default=_default, option=_APPEND_NEWLINE)
+            tail_json = _dumps(tail, _default, _APPEND_NEWLINE)
         except TypeError:
             message_json = None  # surrogates, non-str keys, huge ints: the general path cleans them
             tail_json = b""
         if message_json is None:  # outside the except block, so exc_info=True still sees the caller's exception
             return self.render_event(level, message, fields, bound)
-        micros = int(_now() * 1_000_000)
-        second, head = self._second_head  # one attribute: another thread never sees a half update
-        if micros // 1_000_000 != second:
-            second = micros // 1_000_000
-            head = b'{"@timestamp":"' + time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second)).encode()
-            self._second_head = (second, head)
-        if len(tail_json) > 3:  # static fields, a comma, then the tail without its '{'
-            line = b"".join((head, _THOUSANDS_B[micros // 1000 % 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, static_json, tail_json[1:]))
-        else:  # no fields of its own: close after the static ones
-            line = b"".join((head, _THOUSANDS_B[micros // 1000 % 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, static_json[:-1], b"}\n"))
+        now = _now_ns()
+        start, end, head = self._second_head  # one attribute: another thread never sees a half update
+        if not start <= now < end:
+            start = now - now % 1_000_000_000
+            end = start + 1_000_000_000
+            head = b'{"@timestamp":"' + time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(start // 1_000_000_000)).encode()
+            self._second_head = (start, end, head)
+        micros = (now - start) // 1000  # below 10**6: small-int arithmetic from here
+        if len(tail_json) > 3:  # then the tail without its '{'
+            line = b"".join((head, _THOUSANDS_B[micros // 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, before, tail_json[1:]))
+        else:  # no fields of its own: close after the pre-rendered ones
+            line = b"".join((head, _THOUSANDS_B[micros // 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, before[:-1], b"}\n"))
         if len(line) > MAX_LINE_BYTES:
             return self.render_event(level, message, fields, bound)
         redactor = self.redactor
-        if redactor is not None and (message_json in self._secret_messages or redactor.holds_secret(tail_json)):
-            line = redactor.json_line(line)
+        if redactor is not None:  # the quick "no" inline: most tails cannot hold a secret
+            quick = redactor.quick_no
+            if message_json in self._secret_messages or (
+                (quick is None or tail_json.translate(quick[0]).find(quick[1]) >= 0) and redactor.holds_secret(tail_json)
+            ):
+                line = redactor.json_line(line)
         return line
+
+    def _see_bound(self, bound: Event | None) -> _Binding:
+        """Render the static fields plus this bound context once (a binding lives for a step):
+        (bound, prefix, plans). ``prefix`` is their JSON without braces, ending in a comma, or
+        None when the splice would not give the general path's line (no static splice, a bound
+        key colliding with a static field or ``extra`` to merge, a value orjson refuses, a
+        secret); ``plans`` are those for calls under a binding with these keys."""
+        keys = tuple(bound) if bound else ()
+        plans = self._bindings.get(keys)
+        if plans is None:
+            if len(self._bindings) >= _MAX_REMEMBERED:
+                self._bindings.clear()
+            plans = self._bindings[keys] = {}
+        binding: _Binding = (bound, self._bound_prefix(bound), plans)  # holds bound: its id cannot be reused
+        self._binding = binding
+        return binding
+
+    def _bound_prefix(self, bound: Event | None) -> bytes | None:
+        static_json = self._static_json
+        if static_json is None or not bound:
+            return static_json
+        if EXTRA in bound or not self._static_keys.isdisjoint(bound):
+            return None
+        try:
+            body = _dumps(bound)
+        except TypeError:
+            return None
+        if self.redactor is not None and self.redactor.holds_secret(body):
+            return None
+        return static_json + body[1:-1] + b","
+
+    def _merged(self, fields: Event, bound: Event | None, plan: Any) -> tuple[bytes, Event] | None:
+        """The rarer cases, spliced after the static fields: bound extras to merge with the
+        call's, ``exc_info``, a call key overriding a bound one; None for the general path
+        (no static splice, a key colliding with a static field, an explicit ``extra``)."""
+        static_json = self._static_json
+        if static_json is None or plan is None or (bound and not self._static_keys.isdisjoint(bound)):
+            return None
+        tail: Event = dict(bound) if bound else {}
+        if fields:
+            _sort_fields(tail, fields, fields.keys() - _KNOWN)
+        return static_json, tail
 
     def _message_json(self, message: str) -> bytes:
         """The message as a JSON string, remembered (messages are mostly literals); raises
@@ -311,21 +368,22 @@ class EcsJsonRenderer:
             self._secret_messages.add(message_json)
         return message_json
 
-    def _plan(self, keys: tuple[str, ...]) -> Any:
-        """How to place the call's fields with these keys: None (the general path) for a key
-        colliding with a static or head field, or an explicit ``extra``; ``_SORT`` when
-        ``exc_info`` is among them; ``()`` when all are contract fields; else a function laying
-        out ``(fields, bound)`` with the undeclared ones under ``extra``, made once."""
+    def _plan(self, keys: tuple[str, ...], plans: dict[tuple[str, ...], Any], bound: Event | None) -> Any:
+        """How to place the call's fields with these keys (under a binding of ``bound``'s keys):
+        None (the general path) for a key colliding with a static or head field, or an explicit
+        ``extra``; ``_SORT`` (merge with the bound fields) for ``exc_info`` or a key the binding
+        has; ``()`` when all are contract fields; else a function putting the undeclared ones
+        under ``extra``. Made once per key set and binding keys."""
         undeclared = [key for key in keys if key not in _KNOWN]
         if EXTRA in keys or not self._static_keys.isdisjoint(keys):
             plan = None
-        elif "exc_info" in undeclared:
+        elif "exc_info" in undeclared or (bound and not bound.keys().isdisjoint(keys)):
             plan = _SORT
         else:
             plan = _layout(keys, undeclared) if undeclared else ()
-        if len(self._plans) >= _MAX_REMEMBERED:  # calls with ever-new key sets: start over, stay small
-            self._plans.clear()
-        self._plans[keys] = plan
+        if len(plans) >= _MAX_REMEMBERED:  # calls with ever-new key sets: start over, stay small
+            plans.clear()
+        plans[keys] = plan
         return plan
 
     def render_event(self, level: str, message: Any, fields: Event, bound: Event | None = _UNBOUND) -> bytes:

@@ -183,11 +183,12 @@ class RankFileWriter:
         """
         try:
             with self._lock:
-                if self.fd < 0 or self.dropped:
+                fd = self.fd
+                if fd < 0 or self.dropped:
                     return self._write_locked(line, count_drop)
                 # The common case, inlined (_write_whole + rotation check): one write, no extra frames.
                 try:
-                    written = _os_write(self.fd, line)
+                    written = _os_write(fd, line)
                 except OSError as exc:
                     self._failed(exc)
                     return self._drop(line) if count_drop else False

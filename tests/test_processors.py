@@ -125,9 +125,12 @@ class TestSplicedLine:
             raise KeyError("inside")  # so exc_info=True has an exception to render
         except KeyError:
             spliced = renderer.render("warning", message, dict(fields))
+            given = dict(fields)  # owned: the renderer may move keys under extra in place
+            spliced_owned = renderer.render("warning", message, given, True)
             whole = renderer.render_event("warning", message, dict(fields))
         stamp = re.compile(rb'^\{"@timestamp":"[^"]*"')
         assert stamp.sub(b"", spliced) == stamp.sub(b"", whole), (message, fields)
+        assert stamp.sub(b"", spliced_owned) == stamp.sub(b"", whole), (message, fields)
 
     def test_same_line_as_the_whole_event(self) -> None:
         import base64
@@ -166,3 +169,46 @@ class TestSplicedLine:
         renderer.update_static({"rank": 5, "size": 16})
         doc = orjson.loads(renderer.render("info", "x", {}))
         assert (doc["rank"], doc["size"]) == (5, 16)
+
+
+def test_threads_keep_their_own_step() -> None:
+    """The bound context is pre-rendered per binding; threads logging under different steps
+    at once never get each other's step (or fields)."""
+    import threading
+
+    renderer = EcsJsonRenderer(dict(STATIC), Redactor(["s3cr3t-value-42"]))
+    lines: dict[int, list[bytes]] = {}
+
+    def work(number: int) -> None:
+        out = lines.setdefault(number, [])
+        for step in range(300):
+            with hvdlog.step(number * 1000 + step):
+                out.append(renderer.render("info", "m", {"loss": 0.5, "worker": number}, True))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for number, rendered in lines.items():
+        for step, line in enumerate(rendered):
+            doc = orjson.loads(line)
+            assert (doc["step"], doc["extra"]) == (number * 1000 + step, {"worker": number}), line
+
+
+def test_timestamps_cross_second_boundaries() -> None:
+    """The spliced timestamp (date part cached per second) matches the clock around second changes."""
+    import time
+    from datetime import datetime, timezone
+
+    renderer = EcsJsonRenderer(dict(STATIC))
+    deadline = time.time() + 2.2
+    seen = set()
+    while time.time() < deadline:
+        before = time.time()
+        stamp = orjson.loads(renderer.render("info", "m", {}))["@timestamp"]
+        after = time.time()
+        parsed = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+        assert before - 1e-6 <= parsed <= after + 1e-6, (before, stamp, after)
+        seen.add(stamp[:19])
+    assert len(seen) >= 2

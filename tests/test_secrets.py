@@ -68,3 +68,25 @@ def test_json_line_finds_encoded_forms_of_a_short_secret(value: str, others: lis
                         url=quote(secret, safe=""))
     line = (json.dumps({"message": "m", "extra": {"v": text}}, separators=(",", ":")) + "\n").encode()
     assert "[REDACTED]" in json.loads(redact.json_line(line))["extra"]["v"]
+
+
+def test_quick_no_never_hides_a_secret() -> None:
+    """The redactor's quick "no" (no long enough run of the spellings' characters) agrees with
+    searching every spelling, on lines with and without secrets in every spelling."""
+    import random
+
+    secrets = ["s3cr3t-bench-token-value", "p@ss:w0rd/with+signs", "ключ-секрет-42x"]
+    redactor = Redactor(secrets)
+    assert redactor.quick_no is not None
+    rng = random.Random(7)
+    spellings = [form for secret in secrets for form in (secret, quote(secret, safe=""), base64.b64encode(secret.encode()).decode(),
+                                                             base64.b64encode(f"user:{secret}".encode()).decode())]
+    alphabet = "abcXYZ019 -_/+=:@.%\"{}," + "ключ"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
+        if rng.random() < 0.4:
+            where = rng.randint(0, len(text))
+            text = text[:where] + rng.choice(spellings) + text[where:]
+        line = text.encode()
+        expected = any(needle in line for needle in redactor.needles)
+        assert redactor.holds_secret(line) == expected, line
