@@ -36,6 +36,7 @@ FILE_MODE = 0o640
 DIR_MODE = 0o750
 _STDERR = 2
 _REOPEN_EVERY = 1.0
+_NO_LIMIT = 1 << 62  # "room" of a file that never rotates
 _os_write = os.write  # one global lookup on the hot path
 
 
@@ -101,7 +102,7 @@ class RankFileWriter:
     """
 
     __slots__ = (
-        "__weakref__", "_lock", "_next_open", "_refused", "_retired", "_size", "_warned",
+        "__weakref__", "_lock", "_next_open", "_refused", "_retired", "_room", "_warned",
         "backups", "console_fd", "drop_note", "drop_reason", "dropped", "fallback_console", "fd", "last_resumed", "max_bytes", "path", "total_dropped",
     )
 
@@ -110,7 +111,7 @@ class RankFileWriter:
         self._lock = threading.RLock()
         _WRITERS.add(self)
         self._retired = -1
-        self._size = 0
+        self._room = _NO_LIMIT  # bytes the file may still take before rotation
         self._next_open = 0.0
         self._refused = False
         self._warned = False
@@ -166,9 +167,10 @@ class RankFileWriter:
             return False
         self.fd = fd
         try:
-            self._size = os.fstat(fd).st_size
+            size = os.fstat(fd).st_size
         except OSError:
-            self._size = 0
+            size = 0
+        self._room = self.max_bytes - size if self.max_bytes else _NO_LIMIT
         if self._warned:
             self._say(f"hvdlog: writing {self.path} again\n")
             self._warned = False
@@ -195,8 +197,9 @@ class RankFileWriter:
                 if written != len(line):
                     self._take_back(written)
                     return self._drop(line) if count_drop else False
-                self._size += written
-                if self.max_bytes and self._size >= self.max_bytes:
+                room = self._room - written
+                self._room = room
+                if room <= 0:  # only with a size limit
                     self._rotate()
                 return True
         except Exception as exc:  # noqa: BLE001 - logging must never raise into training code
@@ -209,13 +212,13 @@ class RankFileWriter:
         """Write whole lines in as few writes as rotation allows (rotation falls between lines)."""
         ok = True
         batch: list[bytes] = []
-        room = self.max_bytes - self._size if self.max_bytes else -1
+        room = self._room if self.max_bytes else -1
         for line in lines:
             batch.append(line)
             room -= len(line)
             if self.max_bytes and room <= 0:
                 ok = self.write(b"".join(batch)) and ok
-                batch, room = [], self.max_bytes - self._size
+                batch, room = [], self._room
         if batch:
             ok = self.write(b"".join(batch)) and ok
         return ok
@@ -233,7 +236,7 @@ class RankFileWriter:
             return self._drop(line) if count_drop else False
         if self.dropped:
             self._resumed()
-        if self.max_bytes and self._size >= self.max_bytes:
+        if self._room <= 0:  # only with a size limit
             self._rotate()
         return True
 
@@ -254,7 +257,7 @@ class RankFileWriter:
             self._failed(exc)
             return False
         if written == len(data):
-            self._size += written
+            self._room -= written
             return True
         self._take_back(written)
         return False
@@ -346,7 +349,7 @@ class RankFileWriter:
             return
         old_fd, self.fd = self.fd, -1
         self._retire(old_fd)
-        self._size = 0
+        self._room = _NO_LIMIT  # until the new file is open (_try_open measures it)
         self._try_open()
 
     def close(self) -> None:
