@@ -58,7 +58,8 @@ class ElasticsearchSource:
         *,
         index: str = DEFAULT_INDEX,
         timeout: float = 10.0,
-        page_size: int = 2000,
+        page_size: int = 10_000,
+        first_page: int = 2000,
         warn: Warn = stderr_warn,
         ca_certs: str | None = None,
     ) -> None:
@@ -68,6 +69,7 @@ class ElasticsearchSource:
         self.index = index
         self.timeout = timeout
         self.page_size = page_size
+        self.first_page = min(first_page, page_size)
         self.label = f"elasticsearch {mask_credentials(url)}"
         self._es: Any = None
 
@@ -86,7 +88,7 @@ class ElasticsearchSource:
         except ElasticsearchError as exc:
             raise SourceError(str(exc)) from None
 
-    def _pages(self, query: dict[str, Any], newest_first: bool = False) -> Iterator[list[dict[str, Any]]]:
+    def _pages(self, query: dict[str, Any], newest_first: bool = False, first: int | None = None) -> Iterator[list[dict[str, Any]]]:
         """Pages of hits, each complete (every shard answered), never a document twice.
 
         A node that leaves mid-query (its shards fail, its point-in-time contexts vanish)
@@ -98,7 +100,7 @@ class ElasticsearchSource:
         given: set[tuple[str, str]] = set()
         for attempt in range(_PARTIAL_RETRIES + 1):
             try:
-                for hits in self._pit_pages(query, newest_first, started=attempt > 0 or bool(given)):
+                for hits in self._pit_pages(query, newest_first, started=attempt > 0 or bool(given), first=first):
                     fresh = [hit for hit in hits if (hit["_index"], hit["_id"]) not in given]
                     given.update((hit["_index"], hit["_id"]) for hit in fresh)
                     if fresh:
@@ -113,8 +115,13 @@ class ElasticsearchSource:
                 self.warn(f"{self.label}: {exc}; searching again (nothing is shown twice)")
                 time.sleep(_RETRY_PAUSE_S * (attempt + 1))
 
-    def _pit_pages(self, query: dict[str, Any], newest_first: bool, started: bool) -> Iterator[list[dict[str, Any]]]:
-        """One pass in one point in time; raises :class:`_PartialResultsError` when a shard fails."""
+    def _pit_pages(self, query: dict[str, Any], newest_first: bool, started: bool, first: int | None = None) -> Iterator[list[dict[str, Any]]]:
+        """One pass in one point in time; raises :class:`_PartialResultsError` when a shard fails.
+
+        The first page is small (``first``: what a terminal shows first comes quickly), the
+        next ones big (``page_size``: each search costs the query again, the bigger the
+        page the fewer the searches).
+        """
         es = self._client()
         with self._retryable(started):
             opened = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)
@@ -124,13 +131,14 @@ class ElasticsearchSource:
             self.warn(f"{self.label}: no index matches {self.index!r} (check --index)")
         try:
             after = None
+            size = min(first or self.first_page, self.page_size)
             while True:
                 with self._retryable(True):
                     response = es.search(
                         pit={"id": pit, "keep_alive": "2m"},
                         query=query,
                         sort=[*_DESC, {"_shard_doc": "desc"}] if newest_first else [*SORT, {"_shard_doc": "asc"}],
-                        size=self.page_size,
+                        size=size,
                         search_after=after,
                         track_total_hits=False,
                     )
@@ -140,7 +148,10 @@ class ElasticsearchSource:
                     return
                 pit = response.get("pit_id", pit)
                 yield hits
+                if len(hits) < size:  # a short page is the last one: no search for an empty page
+                    return
                 after = hits[-1]["sort"]
+                size = self.page_size
         finally:
             with contextlib.suppress(Exception):  # the PIT expires by itself; never mask the real error
                 es.close_point_in_time(id=pit)
@@ -179,7 +190,7 @@ class ElasticsearchSource:
                         yield hit["_source"]
             return
         newest: list[Document] = []
-        for hits in self._pages(query, newest_first=True):
+        for hits in self._pages(query, newest_first=True, first=last):
             newest.extend(hit["_source"] for hit in hits if spec.matches(hit["_source"]))
             if len(newest) >= last:
                 break
