@@ -222,7 +222,7 @@ def worker(url: str, rank: int) -> None:
         begun = time.perf_counter()
         documents = calls[line.strip()]()
         elapsed = (time.perf_counter() - begun) * 1000
-        digest = hashlib.sha1(b"\n".join(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) for doc in documents)).hexdigest()[:12]
+        digest = hashlib.sha256(b"\n".join(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) for doc in documents)).hexdigest()[:12]
         print(f"{elapsed:.3f} {len(documents)} {digest}", flush=True)
 
 

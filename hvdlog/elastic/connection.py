@@ -149,15 +149,15 @@ def connect(
 def _fast_json() -> Any:
     """The client's JSON serializer with responses decoded by orjson (2-3x faster on big search pages).
 
-    Requests are still encoded by the standard one. A body orjson refuses (an integer beyond 64
-    bits, an escaped lone surrogate) is decoded by the standard ``json`` as before, so the
-    documents are the same either way.
+    orjson is also what reads the lines of ``.jsonl`` files (:mod:`hvdlog.parse.jsonl`), so a
+    document reads the same from both sources. Requests are still encoded by the standard
+    serializer. A body orjson refuses (an escaped lone surrogate) is decoded by the standard
+    ``json``, as before.
     """
     import orjson
-
     from elasticsearch.serializer import JsonSerializer
 
-    class OrjsonLoads(JsonSerializer):  # type: ignore[misc]
+    class OrjsonLoads(JsonSerializer):
         def loads(self, data: bytes) -> Any:
             if data:
                 try:

@@ -9,7 +9,11 @@ The connection (credentials from ``HVDLOG_ES_API_KEY``, or ``HVDLOG_ES_USERNAME`
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import operator
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,6 +64,7 @@ class ElasticsearchSource:
         timeout: float = 10.0,
         page_size: int = 10_000,
         first_page: int = 2000,
+        slices: int = 2,
         warn: Warn = stderr_warn,
         ca_certs: str | None = None,
     ) -> None:
@@ -70,6 +75,7 @@ class ElasticsearchSource:
         self.timeout = timeout
         self.page_size = page_size
         self.first_page = min(first_page, page_size)
+        self.slices = slices
         self.label = f"elasticsearch {mask_credentials(url)}"
         self._es: Any = None
 
@@ -129,32 +135,107 @@ class ElasticsearchSource:
         _check_shards(opened, "opening the point in time")
         if not opened.get("_shards", {}).get("total", 1):
             self.warn(f"{self.label}: no index matches {self.index!r} (check --index)")
+        holder = [pit]  # the newest id: an answer may hand a new one
         try:
-            after = None
+            sort: list[dict[str, Any]] = [*_DESC, {"_shard_doc": "desc"}] if newest_first else [*SORT, {"_shard_doc": "asc"}]
             size = min(first or self.first_page, self.page_size)
-            while True:
-                with self._retryable(True):
-                    response = es.search(
-                        pit={"id": pit, "keep_alive": "2m"},
-                        query=query,
-                        sort=[*_DESC, {"_shard_doc": "desc"}] if newest_first else [*SORT, {"_shard_doc": "asc"}],
-                        size=size,
-                        search_after=after,
-                        track_total_hits=False,
-                    )
-                _check_shards(response, "searching")
-                hits = response["hits"]["hits"]
-                if not hits:
-                    return
-                pit = response.get("pit_id", pit)
+            hits = self._page(es, holder, query, sort, size, None)
+            if hits:
                 yield hits
-                if len(hits) < size:  # a short page is the last one: no search for an empty page
+            if len(hits) < size:  # a short page is the last one: no search for an empty page
+                return
+            after = hits[-1]["sort"]
+            if not newest_first and self.slices > 1:
+                yield from self._sliced(es, holder, query, sort, after)
+                return
+            while True:
+                hits = self._page(es, holder, query, sort, self.page_size, after)
+                if hits:
+                    yield hits
+                if len(hits) < self.page_size:
                     return
                 after = hits[-1]["sort"]
-                size = self.page_size
         finally:
             with contextlib.suppress(Exception):  # the PIT expires by itself; never mask the real error
-                es.close_point_in_time(id=pit)
+                es.close_point_in_time(id=holder[0])
+
+    def _page(
+        self, es: Any, pit: list[str], query: dict[str, Any], sort: list[dict[str, Any]], size: int, after: Any, part: tuple[int, int] | None = None
+    ) -> list[dict[str, Any]]:
+        """One complete page of hits after ``after`` (of slice ``part``: id, max), in the point in time ``pit[0]``."""
+        with self._retryable(True):
+            response = es.search(
+                pit={"id": pit[0], "keep_alive": "2m"},
+                query=query,
+                sort=sort,
+                size=size,
+                search_after=after,
+                track_total_hits=False,
+                **({"slice": {"id": part[0], "max": part[1]}} if part is not None else {}),
+            )
+        _check_shards(response, "searching")
+        pit[0] = response.get("pit_id", pit[0])
+        hits: list[dict[str, Any]] = response["hits"]["hits"]
+        return hits
+
+    def _sliced(self, es: Any, pit: list[str], query: dict[str, Any], sort: list[dict[str, Any]], after: Any) -> Iterator[list[dict[str, Any]]]:
+        """The pages after ``after``, read as ``slices`` slices of the point in time in parallel, merged.
+
+        Each slice (a part of every shard's documents) is read page by page by its own thread,
+        one page ahead of the merge, so the server fetches several pages at once and while
+        this process decodes and prints. The sort ends in ``_shard_doc``, unique in the point
+        in time, so the merge by sort values gives exactly the order of one unsliced read.
+        A slice's error (a failed shard, a lost node) is raised here, as an unsliced read would.
+        """
+        count = self.slices
+        stop = threading.Event()
+        queues: list[queue.Queue[list[dict[str, Any]] | BaseException]] = [queue.Queue(maxsize=1) for _ in range(count)]
+
+        def put(part: int, item: list[dict[str, Any]] | BaseException) -> bool:
+            while not stop.is_set():
+                with contextlib.suppress(queue.Full):
+                    queues[part].put(item, timeout=0.2)
+                    return True
+            return False
+
+        def read(part: int) -> None:
+            position = after
+            try:
+                while not stop.is_set():
+                    hits = self._page(es, pit, query, sort, self.page_size, position, (part, count))
+                    if not put(part, hits) or len(hits) < self.page_size:
+                        return
+                    position = hits[-1]["sort"]
+            except BaseException as exc:  # noqa: BLE001 - handed to the merging thread, which raises it
+                put(part, exc)
+
+        for part in range(count):
+            threading.Thread(target=read, args=(part,), daemon=True, name=f"hvdlog es slice {part}").start()
+        key = operator.itemgetter("sort")
+        pending: list[list[dict[str, Any]]] = [[] for _ in range(count)]
+        done = [False] * count
+        try:
+            while True:
+                for part in range(count):
+                    if not done[part] and not pending[part]:
+                        item = queues[part].get()
+                        if isinstance(item, BaseException):
+                            raise item
+                        pending[part], done[part] = item, len(item) < self.page_size
+                live = [pending[part][-1]["sort"] for part in range(count) if not done[part]]
+                bound = min(live) if live else None
+                merged: list[dict[str, Any]] = []
+                for part in range(count):
+                    cut = len(pending[part]) if bound is None else bisect.bisect_right(pending[part], bound, key=key)
+                    merged.extend(pending[part][:cut])
+                    pending[part] = pending[part][cut:]
+                merged.sort(key=key)
+                if merged:
+                    yield merged
+                if bound is None:
+                    return
+        finally:
+            stop.set()
 
     @contextmanager
     def _retryable(self, started: bool) -> Iterator[None]:
