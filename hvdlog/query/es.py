@@ -37,6 +37,11 @@ _RETRY_PAUSE_S: Final = 2.0
 #: Newest first; documents without a time or rank sort first ascending, so last descending.
 _DESC: Final = [{key: {**value, "order": "desc", "missing": "_last"}} for item in SORT for key, value in item.items()]
 
+#: How many sort values are the key (time, rank); ``_shard_doc`` follows, unique in one point in time.
+_KEY: Final = len(SORT)
+#: ``_shard_doc`` beyond every document, to start descending at a key's first document.
+_LAST_SHARD_DOC: Final = 2**63 - 1
+
 
 class _PartialResultsError(Exception):
     """Some shards did not answer: the page must not be used."""
@@ -99,18 +104,30 @@ class ElasticsearchSource:
 
         A node that leaves mid-query (its shards fail, its point-in-time contexts vanish)
         makes a page partial: that page is not used; the search starts again in a new point
-        in time (replicas answer there) and skips what was already given. Earlier pages were
-        complete, so the order holds. After ``_PARTIAL_RETRIES`` attempts it fails: no
-        answer rather than a partial one.
+        in time (replicas answer there) after the sort key (time, rank) of the last document
+        given, skipping those already given with that same key. Earlier pages were complete,
+        so the order holds. After ``_PARTIAL_RETRIES`` attempts it fails: no answer rather
+        than a partial one.
         """
-        given: set[tuple[str, str]] = set()
+        resume: list[Any] | None = None  # the (time, rank) sort values of the last document given
+        at_resume: set[tuple[str, str]] = set()  # the documents given with exactly that key
         for attempt in range(_PARTIAL_RETRIES + 1):
             try:
-                for hits in self._pit_pages(query, newest_first, started=attempt > 0 or bool(given), first=first):
-                    fresh = [hit for hit in hits if (hit["_index"], hit["_id"]) not in given]
-                    given.update((hit["_index"], hit["_id"]) for hit in fresh)
-                    if fresh:
-                        yield fresh
+                again = resume is not None
+                for hits in self._pit_pages(query, newest_first, started=attempt > 0 or again, first=first, resume=resume):
+                    if again and hits:  # the new point in time starts at the key's first document
+                        again = hits[-1]["sort"][:_KEY] == resume  # the next page may hold more of that key
+                        hits = [hit for hit in hits if hit["sort"][:_KEY] != resume or (hit["_index"], hit["_id"]) not in at_resume]
+                    if not hits:
+                        continue
+                    key = hits[-1]["sort"][:_KEY]
+                    if key != resume:
+                        resume, at_resume = key, set()
+                    for hit in reversed(hits):
+                        if hit["sort"][:_KEY] != key:
+                            break
+                        at_resume.add((hit["_index"], hit["_id"]))
+                    yield hits
                 return
             except _PartialResultsError as exc:
                 if attempt == _PARTIAL_RETRIES:
@@ -121,8 +138,12 @@ class ElasticsearchSource:
                 self.warn(f"{self.label}: {exc}; searching again (nothing is shown twice)")
                 time.sleep(_RETRY_PAUSE_S * (attempt + 1))
 
-    def _pit_pages(self, query: dict[str, Any], newest_first: bool, started: bool, first: int | None = None) -> Iterator[list[dict[str, Any]]]:
+    def _pit_pages(
+        self, query: dict[str, Any], newest_first: bool, started: bool, first: int | None = None, resume: list[Any] | None = None
+    ) -> Iterator[list[dict[str, Any]]]:
         """One pass in one point in time; raises :class:`_PartialResultsError` when a shard fails.
+
+        ``resume``: start at the first document with these (time, rank) sort values.
 
         The first page is small (``first``: what a terminal shows first comes quickly), the
         next ones big (``page_size``: each search costs the query again, the bigger the
@@ -139,7 +160,8 @@ class ElasticsearchSource:
         try:
             sort: list[dict[str, Any]] = [*_DESC, {"_shard_doc": "desc"}] if newest_first else [*SORT, {"_shard_doc": "asc"}]
             size = min(first or self.first_page, self.page_size)
-            hits = self._page(es, holder, query, sort, size, None)
+            start = None if resume is None else [*resume, _LAST_SHARD_DOC if newest_first else -1]
+            hits = self._page(es, holder, query, sort, size, start)
             if hits:
                 yield hits
             if len(hits) < size:  # a short page is the last one: no search for an empty page
