@@ -2,6 +2,7 @@
 and the same query's latency on Elasticsearch over >= 5 million documents. One command:
 
     python bench/bench_grep.py [--gb 1.0] [--ranks 8] [--es-docs 5000000] [--skip-es]
+    python bench/bench_grep.py --skip-files --es-data /tmp/esbench --baseline /work/main --queries 30
 
 Files: per-rank ``.jsonl`` files in the contract format are generated under a temporary
 directory (reused when already there), then each tool selects rank R's events at level error
@@ -16,6 +17,9 @@ wall time (best of --repeat). Elasticsearch: the harness server (bigger heap) ge
 --es-docs documents bulk-indexed into a data stream through the contract's templates
 (time bounded by --es-budget; the time taken is reported), then the same filter runs through
 the Elasticsearch source --queries times; p50/p99 of the whole call (PIT, pages, close).
+--es-data keeps the server's data directory, so the corpus is indexed once and reused;
+--baseline times another checkout's client (its own process, same server, interleaved query
+by query) and fails unless both return the same documents.
 """
 
 from __future__ import annotations
