@@ -2,6 +2,7 @@
 and the same query's latency on Elasticsearch over >= 5 million documents. One command:
 
     python bench/bench_grep.py [--gb 1.0] [--ranks 8] [--es-docs 5000000] [--skip-es]
+    python bench/bench_grep.py --skip-files --es-data /tmp/esbench --baseline /work/main --queries 30
 
 Files: per-rank ``.jsonl`` files in the contract format are generated under a temporary
 directory (reused when already there), then each tool selects rank R's events at level error
@@ -16,11 +17,15 @@ wall time (best of --repeat). Elasticsearch: the harness server (bigger heap) ge
 --es-docs documents bulk-indexed into a data stream through the contract's templates
 (time bounded by --es-budget; the time taken is reported), then the same filter runs through
 the Elasticsearch source --queries times; p50/p99 of the whole call (PIT, pages, close).
+--es-data keeps the server's data directory, so the corpus is indexed once and reused;
+--baseline times another checkout's client (its own process, same server, interleaved query
+by query) and fails unless both return the same documents.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import platform
@@ -147,59 +152,146 @@ def file_bench(root: Path, files: list[Path], rank: int, repeat: int) -> list[st
     return rows
 
 
-def es_bench(docs: int, ranks: int, rank: int, queries: int, budget: float) -> list[str]:
-    """Bulk-index ``docs`` events into a data stream, then time the grep query through the ES source."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from harness.elasticsearch import ElasticsearchServer
+def _index_corpus(url: str, docs: int, ranks: int, budget: float, data: Path | None) -> tuple[int, float]:
+    """Bulk-index ``docs`` events into the bench data stream, unless ``data`` already holds them.
 
+    Returns (documents in the stream, seconds the indexing took, then or now).
+    """
     from elasticsearch import Elasticsearch
     from hvdlog.elastic.templates import COMPONENT_MAPPINGS, COMPONENT_SETTINGS, component_templates, index_template
+
+    es = Elasticsearch(url, request_timeout=300)
+    stream = "logs-horovod.app-bench"
+    marker = data / f".indexed-{docs}-{ranks}" if data is not None else None
+    if marker is not None and marker.exists() and es.indices.exists(index=stream):
+        total = es.count(index=stream)["count"]
+        if total == docs:
+            print(f"reusing {total} docs in {data}", file=sys.stderr)
+            return total, float(marker.read_text())
+    if es.indices.exists(index=stream):
+        es.indices.delete_data_stream(name=stream)
+    templates = component_templates()
+    for name in (COMPONENT_MAPPINGS, COMPONENT_SETTINGS):
+        es.cluster.put_component_template(name=name, **templates[name])
+    es.indices.put_index_template(name="logs-horovod", **index_template())
+    action = '{"create":{}}\n'
+    started = time.perf_counter()
+    indexed = 0
+    base = 1_795_000_000.0
+    chunk = 20000
+    while indexed < docs and time.perf_counter() - started < budget:
+        body = "".join(action + event_line(i % ranks, ranks, i // ranks, base) for i in range(indexed, min(indexed + chunk, docs)))
+        response = es.bulk(operations=body, index=stream, refresh=False)
+        if response["errors"]:
+            raise SystemExit(f"bulk errors: {[item for item in response['items'] if 'error' in item['create']][:2]}")
+        indexed += len(response["items"])
+    index_seconds = time.perf_counter() - started
+    es.indices.refresh(index=stream)
+    total = es.count(index=stream)["count"]
+    print(f"indexed {total} docs in {index_seconds:.0f} s", file=sys.stderr)
+    if marker is not None and total == docs:
+        marker.write_text(f"{index_seconds:.1f}")
+    return total, index_seconds
+
+
+#: What each timed call fetches, by name (the worker runs them).
+VARIANTS: dict[str, str] = {
+    "first": "first page (time to first 2,000)",
+    "last": "last 100 (`-n 100`)",
+    "all": "all matches (every page)",
+}
+
+
+def worker(url: str, rank: int) -> None:
+    """``--worker``: one client process (whatever hvdlog PYTHONPATH gives) timing calls asked on stdin.
+
+    Each stdin line names a variant; the answer is one line: milliseconds, matches, and a digest
+    of the documents (so trees can be checked to give the same answers).
+    """
+    import hashlib
+
+    import orjson
+
     from hvdlog.query.es import ElasticsearchSource
     from hvdlog.query.spec import Filter
 
-    lines = []
-    with ElasticsearchServer(heap="2g") as server:
-        es = Elasticsearch(server.url, request_timeout=300)
-        templates = component_templates()
-        for name in (COMPONENT_MAPPINGS, COMPONENT_SETTINGS):
-            es.cluster.put_component_template(name=name, **templates[name])
-        es.indices.put_index_template(name="logs-horovod", **index_template())
-        stream = "logs-horovod.app-bench"
-        action = '{"create":{}}\n'
-        started = time.perf_counter()
-        indexed = 0
-        base = 1_795_000_000.0
-        chunk = 20000
-        while indexed < docs and time.perf_counter() - started < budget:
-            body = "".join(action + event_line(i % ranks, ranks, i // ranks, base) for i in range(indexed, min(indexed + chunk, docs)))
-            response = es.bulk(operations=body, index=stream, refresh=False)
-            if response["errors"]:
-                raise SystemExit(f"bulk errors: {[item for item in response['items'] if 'error' in item['create']][:2]}")
-            indexed += len(response["items"])
-        index_seconds = time.perf_counter() - started
-        es.indices.refresh(index=stream)
-        total = es.count(index=stream)["count"]
-        print(f"indexed {total} docs in {index_seconds:.0f} s", file=sys.stderr)
-        source = ElasticsearchSource(server.url, timeout=60)
-        spec = Filter(ranks=frozenset({rank}), min_level="error")
-        matches = sum(1 for _ in source.search(spec))  # warm-up, and the result size
-        variants = {
-            "all matches (every page)": lambda: sum(1 for _ in source.search(spec)),
-            "first page (time to first 2,000)": lambda: sum(1 for _ in itertools.islice(source.search(spec), 2000)),
-            "last 100 (`-n 100`)": lambda: sum(1 for _ in source.search(spec, last=100)),
-        }
-        for name, call in variants.items():
-            latencies = []
-            for _ in range(queries):
-                begun = time.perf_counter()
-                call()
-                latencies.append((time.perf_counter() - begun) * 1000)
-            latencies.sort()
-            p50 = statistics.median(latencies)
-            p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
-            rate = f"{index_seconds:.0f} s ({total / index_seconds:,.0f} docs/s)"
-            lines.append(f"| {total:,} docs | {rate} | {name} | {matches} | {queries} | {p50:.0f} ms | {p99:.0f} ms |")
-            print(lines[-1], file=sys.stderr)
+    source = ElasticsearchSource(url, timeout=60)
+    spec = Filter(ranks=frozenset({rank}), min_level="error")
+    calls = {
+        "first": lambda: list(itertools.islice(source.search(spec), 2000)),
+        "last": lambda: list(source.search(spec, last=100)),
+        "all": lambda: list(source.search(spec)),
+    }
+    for line in sys.stdin:
+        begun = time.perf_counter()
+        documents = calls[line.strip()]()
+        elapsed = (time.perf_counter() - begun) * 1000
+        digest = hashlib.sha256(b"\n".join(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) for doc in documents)).hexdigest()[:12]
+        print(f"{elapsed:.3f} {len(documents)} {digest}", flush=True)
+
+
+def es_bench(args: argparse.Namespace) -> list[str]:
+    """Index (or reuse) the corpus, then time the grep query through each client tree, interleaved."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from harness.elasticsearch import ElasticsearchServer
+
+    with contextlib.ExitStack() as stack:
+        url = args.es_url
+        if url is None:
+            url = stack.enter_context(ElasticsearchServer(heap=args.es_heap, data_dir=args.es_data and args.es_data / "data")).url
+        total, index_seconds = _index_corpus(url, args.es_docs, args.ranks, args.es_budget, args.es_data)
+        trees = [REPO, *args.baseline]
+        workers = {}
+        for tree in trees:
+            env = {**os.environ, "PYTHONPATH": str(tree)}
+            workers[tree] = stack.enter_context(
+                subprocess.Popen(
+                    [sys.executable, __file__, "--worker", url, "--rank", str(args.rank)],
+                    env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                )
+            )
+
+        def ask(tree: Path, variant: str) -> tuple[float, int, str]:
+            process = workers[tree]
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(variant + "\n")
+            process.stdin.flush()
+            answer = process.stdout.readline().split()
+            if len(answer) != 3:
+                raise SystemExit(f"the client in {tree} failed")
+            return float(answer[0]), int(answer[1]), answer[2]
+
+        for tree in trees:  # warm-up: imports, connection, caches
+            for variant in VARIANTS:
+                ask(tree, variant)
+        latencies: dict[tuple[Path, str], list[float]] = {(tree, variant): [] for tree in trees for variant in VARIANTS}
+        answers: dict[str, set[tuple[int, str]]] = {variant: set() for variant in VARIANTS}
+        loads = [os.getloadavg()[0]]
+        for round_ in range(args.queries):
+            for variant in VARIANTS:
+                for tree in trees if round_ % 2 == 0 else trees[::-1]:
+                    ms, count, digest = ask(tree, variant)
+                    latencies[tree, variant].append(ms)
+                    answers[variant].add((count, digest))
+            loads.append(os.getloadavg()[0])
+        for process in workers.values():
+            assert process.stdin is not None
+            process.stdin.close()
+        disagree = {variant: found for variant, found in answers.items() if len(found) != 1}
+        if disagree:
+            raise SystemExit(f"the client trees disagree: {disagree}")
+        matches = next(iter(answers["all"]))[0]
+        print(f"load average (1 min) during the queries: {min(loads):.1f}-{max(loads):.1f}", file=sys.stderr)
+        lines = []
+        rate = f"{index_seconds:.0f} s ({total / index_seconds:,.0f} docs/s)"
+        for variant, name in VARIANTS.items():
+            for tree in trees:
+                values = sorted(latencies[tree, variant])
+                p50 = statistics.median(values)
+                p99 = values[min(len(values) - 1, round(0.99 * (len(values) - 1)))]
+                label = "this tree" if tree == REPO else str(tree)
+                lines.append(f"| {total:,} docs | {rate} | {name} | {label} | {matches} | {len(values)} | {p50:.0f} ms | {p99:.0f} ms |")
+                print(lines[-1], file=sys.stderr)
     return lines
 
 
@@ -219,9 +311,23 @@ def main() -> None:
         "--es-budget", type=float, default=1800.0, help="seconds allowed for bulk indexing; the count reached is reported (default: %(default)s)",
     )
     parser.add_argument("--queries", type=int, default=100, help="timed Elasticsearch queries for p50/p99 (default: %(default)s)")
+    parser.add_argument(
+        "--es-data", type=Path, default=None,
+        help="keep the Elasticsearch data under DIR/data and reuse the indexed corpus on later runs (default: a throw-away directory)",
+    )
+    parser.add_argument("--es-url", default=None, help="use this running Elasticsearch instead of starting one (corpus reused when complete)")
+    parser.add_argument("--es-heap", default="2g", help="heap of the started Elasticsearch (default: %(default)s)")
+    parser.add_argument(
+        "--baseline", type=Path, action="append", default=[],
+        help="another checkout whose client is timed too, interleaved with this one (e.g. /work/main); repeatable",
+    )
+    parser.add_argument("--worker", metavar="URL", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--skip-es", action="store_true", help="only the file benchmark")
     parser.add_argument("--skip-files", action="store_true", help="only the Elasticsearch benchmark")
     args = parser.parse_args()
+    if args.worker is not None:
+        worker(args.worker, args.rank)
+        return
     for tool in ("jq", "grep"):
         if not shutil.which(tool):
             raise SystemExit(f"{tool} is missing: apt-get install {tool}")
@@ -232,9 +338,9 @@ def main() -> None:
         print("|---|---|---|---|---|---|---|")
         print("\n".join(file_bench(args.dir, files, args.rank, args.repeat)))
     if not args.skip_es:
-        print("| corpus | bulk indexing | result fetched | matches | queries | p50 | p99 |")
-        print("|---|---|---|---|---|---|---|")
-        print("\n".join(es_bench(args.es_docs, args.ranks, args.rank, args.queries, args.es_budget)))
+        print("| corpus | bulk indexing | result fetched | client | matches | queries | p50 | p99 |")
+        print("|---|---|---|---|---|---|---|---|")
+        print("\n".join(es_bench(args)))
 
 
 if __name__ == "__main__":

@@ -141,9 +141,32 @@ def connect(
 
     options = {**credentials.client_options(), **({"ca_certs": ca_certs} if ca_certs is not None else {})}
     try:
-        return Elasticsearch(hosts, request_timeout=timeout, max_retries=retries, **options)
+        return Elasticsearch(hosts, request_timeout=timeout, max_retries=retries, serializer=_fast_json(), **options)
     except (ValueError, TypeError) as exc:
         raise ElasticsearchError(f"cannot use Elasticsearch at {mask_credentials(url)}: {mask_credentials(str(exc))}") from None
+
+
+def _fast_json() -> Any:
+    """The client's JSON serializer with responses decoded by orjson (2-3x faster on big search pages).
+
+    orjson is also what reads the lines of ``.jsonl`` files (:mod:`hvdlog.parse.jsonl`), so a
+    document reads the same from both sources. Requests are still encoded by the standard
+    serializer. A body orjson refuses (an escaped lone surrogate) is decoded by the standard
+    ``json``, as before.
+    """
+    import orjson
+    from elasticsearch.serializer import JsonSerializer
+
+    class OrjsonLoads(JsonSerializer):
+        def loads(self, data: bytes) -> Any:
+            if data:
+                try:
+                    return orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    pass
+            return super().loads(data)
+
+    return OrjsonLoads()
 
 
 def _reason(exc: Exception) -> str:

@@ -9,7 +9,11 @@ The connection (credentials from ``HVDLOG_ES_API_KEY``, or ``HVDLOG_ES_USERNAME`
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import operator
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +36,11 @@ _RETRY_PAUSE_S: Final = 2.0
 
 #: Newest first; documents without a time or rank sort first ascending, so last descending.
 _DESC: Final = [{key: {**value, "order": "desc", "missing": "_last"}} for item in SORT for key, value in item.items()]
+
+#: How many sort values are the key (time, rank); ``_shard_doc`` follows, unique in one point in time.
+_KEY: Final = len(SORT)
+#: ``_shard_doc`` beyond every document, to start descending at a key's first document.
+_LAST_SHARD_DOC: Final = 2**63 - 1
 
 
 class _PartialResultsError(Exception):
@@ -58,7 +67,9 @@ class ElasticsearchSource:
         *,
         index: str = DEFAULT_INDEX,
         timeout: float = 10.0,
-        page_size: int = 2000,
+        page_size: int = 10_000,
+        first_page: int = 2000,
+        slices: int = 2,
         warn: Warn = stderr_warn,
         ca_certs: str | None = None,
     ) -> None:
@@ -68,6 +79,8 @@ class ElasticsearchSource:
         self.index = index
         self.timeout = timeout
         self.page_size = page_size
+        self.first_page = min(first_page, page_size)
+        self.slices = slices
         self.label = f"elasticsearch {mask_credentials(url)}"
         self._es: Any = None
 
@@ -86,23 +99,35 @@ class ElasticsearchSource:
         except ElasticsearchError as exc:
             raise SourceError(str(exc)) from None
 
-    def _pages(self, query: dict[str, Any], newest_first: bool = False) -> Iterator[list[dict[str, Any]]]:
+    def _pages(self, query: dict[str, Any], newest_first: bool = False, first: int | None = None) -> Iterator[list[dict[str, Any]]]:
         """Pages of hits, each complete (every shard answered), never a document twice.
 
         A node that leaves mid-query (its shards fail, its point-in-time contexts vanish)
         makes a page partial: that page is not used; the search starts again in a new point
-        in time (replicas answer there) and skips what was already given. Earlier pages were
-        complete, so the order holds. After ``_PARTIAL_RETRIES`` attempts it fails: no
-        answer rather than a partial one.
+        in time (replicas answer there) after the sort key (time, rank) of the last document
+        given, skipping those already given with that same key. Earlier pages were complete,
+        so the order holds. After ``_PARTIAL_RETRIES`` attempts it fails: no answer rather
+        than a partial one.
         """
-        given: set[tuple[str, str]] = set()
+        resume: list[Any] | None = None  # the (time, rank) sort values of the last document given
+        at_resume: set[tuple[str, str]] = set()  # the documents given with exactly that key
         for attempt in range(_PARTIAL_RETRIES + 1):
             try:
-                for hits in self._pit_pages(query, newest_first, started=attempt > 0 or bool(given)):
-                    fresh = [hit for hit in hits if (hit["_index"], hit["_id"]) not in given]
-                    given.update((hit["_index"], hit["_id"]) for hit in fresh)
-                    if fresh:
-                        yield fresh
+                again = resume is not None
+                for hits in self._pit_pages(query, newest_first, started=attempt > 0 or again, first=first, resume=resume):
+                    if again and hits:  # the new point in time starts at the key's first document
+                        again = hits[-1]["sort"][:_KEY] == resume  # the next page may hold more of that key
+                        hits = [hit for hit in hits if hit["sort"][:_KEY] != resume or (hit["_index"], hit["_id"]) not in at_resume]
+                    if not hits:
+                        continue
+                    key = hits[-1]["sort"][:_KEY]
+                    if key != resume:
+                        resume, at_resume = key, set()
+                    for hit in reversed(hits):
+                        if hit["sort"][:_KEY] != key:
+                            break
+                        at_resume.add((hit["_index"], hit["_id"]))
+                    yield hits
                 return
             except _PartialResultsError as exc:
                 if attempt == _PARTIAL_RETRIES:
@@ -113,8 +138,17 @@ class ElasticsearchSource:
                 self.warn(f"{self.label}: {exc}; searching again (nothing is shown twice)")
                 time.sleep(_RETRY_PAUSE_S * (attempt + 1))
 
-    def _pit_pages(self, query: dict[str, Any], newest_first: bool, started: bool) -> Iterator[list[dict[str, Any]]]:
-        """One pass in one point in time; raises :class:`_PartialResultsError` when a shard fails."""
+    def _pit_pages(
+        self, query: dict[str, Any], newest_first: bool, started: bool, first: int | None = None, resume: list[Any] | None = None
+    ) -> Iterator[list[dict[str, Any]]]:
+        """One pass in one point in time; raises :class:`_PartialResultsError` when a shard fails.
+
+        ``resume``: start at the first document with these (time, rank) sort values.
+
+        The first page is small (``first``: what a terminal shows first comes quickly), the
+        next ones big (``page_size``: each search costs the query again, the bigger the
+        page the fewer the searches).
+        """
         es = self._client()
         with self._retryable(started):
             opened = es.open_point_in_time(index=self.index, keep_alive="2m", ignore_unavailable=True)
@@ -122,28 +156,108 @@ class ElasticsearchSource:
         _check_shards(opened, "opening the point in time")
         if not opened.get("_shards", {}).get("total", 1):
             self.warn(f"{self.label}: no index matches {self.index!r} (check --index)")
+        holder = [pit]  # the newest id: an answer may hand a new one
         try:
-            after = None
-            while True:
-                with self._retryable(True):
-                    response = es.search(
-                        pit={"id": pit, "keep_alive": "2m"},
-                        query=query,
-                        sort=[*_DESC, {"_shard_doc": "desc"}] if newest_first else [*SORT, {"_shard_doc": "asc"}],
-                        size=self.page_size,
-                        search_after=after,
-                        track_total_hits=False,
-                    )
-                _check_shards(response, "searching")
-                hits = response["hits"]["hits"]
-                if not hits:
-                    return
-                pit = response.get("pit_id", pit)
+            sort: list[dict[str, Any]] = [*_DESC, {"_shard_doc": "desc"}] if newest_first else [*SORT, {"_shard_doc": "asc"}]
+            size = min(first or self.first_page, self.page_size)
+            start = None if resume is None else [*resume, _LAST_SHARD_DOC if newest_first else -1]
+            hits = self._page(es, holder, query, sort, size, start)
+            if hits:
                 yield hits
+            if len(hits) < size:  # a short page is the last one: no search for an empty page
+                return
+            after = hits[-1]["sort"]
+            if not newest_first and self.slices > 1:
+                yield from self._sliced(es, holder, query, sort, after)
+                return
+            while True:
+                hits = self._page(es, holder, query, sort, self.page_size, after)
+                if hits:
+                    yield hits
+                if len(hits) < self.page_size:
+                    return
                 after = hits[-1]["sort"]
         finally:
             with contextlib.suppress(Exception):  # the PIT expires by itself; never mask the real error
-                es.close_point_in_time(id=pit)
+                es.close_point_in_time(id=holder[0])
+
+    def _page(
+        self, es: Any, pit: list[str], query: dict[str, Any], sort: list[dict[str, Any]], size: int, after: Any, part: tuple[int, int] | None = None
+    ) -> list[dict[str, Any]]:
+        """One complete page of hits after ``after`` (of slice ``part``: id, max), in the point in time ``pit[0]``."""
+        with self._retryable(True):
+            response = es.search(
+                pit={"id": pit[0], "keep_alive": "2m"},
+                query=query,
+                sort=sort,
+                size=size,
+                search_after=after,
+                track_total_hits=False,
+                **({"slice": {"id": part[0], "max": part[1]}} if part is not None else {}),
+            )
+        _check_shards(response, "searching")
+        pit[0] = response.get("pit_id", pit[0])
+        hits: list[dict[str, Any]] = response["hits"]["hits"]
+        return hits
+
+    def _sliced(self, es: Any, pit: list[str], query: dict[str, Any], sort: list[dict[str, Any]], after: Any) -> Iterator[list[dict[str, Any]]]:
+        """The pages after ``after``, read as ``slices`` slices of the point in time in parallel, merged.
+
+        Each slice (a part of every shard's documents) is read page by page by its own thread,
+        one page ahead of the merge, so the server fetches several pages at once and while
+        this process decodes and prints. The sort ends in ``_shard_doc``, unique in the point
+        in time, so the merge by sort values gives exactly the order of one unsliced read.
+        A slice's error (a failed shard, a lost node) is raised here, as an unsliced read would.
+        """
+        count = self.slices
+        stop = threading.Event()
+        queues: list[queue.Queue[list[dict[str, Any]] | BaseException]] = [queue.Queue(maxsize=1) for _ in range(count)]
+
+        def put(part: int, item: list[dict[str, Any]] | BaseException) -> bool:
+            while not stop.is_set():
+                with contextlib.suppress(queue.Full):
+                    queues[part].put(item, timeout=0.2)
+                    return True
+            return False
+
+        def read(part: int) -> None:
+            position = after
+            try:
+                while not stop.is_set():
+                    hits = self._page(es, pit, query, sort, self.page_size, position, (part, count))
+                    if not put(part, hits) or len(hits) < self.page_size:
+                        return
+                    position = hits[-1]["sort"]
+            except BaseException as exc:  # noqa: BLE001 - handed to the merging thread, which raises it
+                put(part, exc)
+
+        for part in range(count):
+            threading.Thread(target=read, args=(part,), daemon=True, name=f"hvdlog es slice {part}").start()
+        key = operator.itemgetter("sort")
+        pending: list[list[dict[str, Any]]] = [[] for _ in range(count)]
+        done = [False] * count
+        try:
+            while True:
+                for part in range(count):
+                    if not done[part] and not pending[part]:
+                        item = queues[part].get()
+                        if isinstance(item, BaseException):
+                            raise item
+                        pending[part], done[part] = item, len(item) < self.page_size
+                live = [pending[part][-1]["sort"] for part in range(count) if not done[part]]
+                bound = min(live) if live else None
+                merged: list[dict[str, Any]] = []
+                for part in range(count):
+                    cut = len(pending[part]) if bound is None else bisect.bisect_right(pending[part], bound, key=key)
+                    merged.extend(pending[part][:cut])
+                    pending[part] = pending[part][cut:]
+                merged.sort(key=key)
+                if merged:
+                    yield merged
+                if bound is None:
+                    return
+        finally:
+            stop.set()
 
     @contextmanager
     def _retryable(self, started: bool) -> Iterator[None]:
@@ -179,7 +293,7 @@ class ElasticsearchSource:
                         yield hit["_source"]
             return
         newest: list[Document] = []
-        for hits in self._pages(query, newest_first=True):
+        for hits in self._pages(query, newest_first=True, first=last):
             newest.extend(hit["_source"] for hit in hits if spec.matches(hit["_source"]))
             if len(newest) >= last:
                 break

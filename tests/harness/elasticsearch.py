@@ -64,11 +64,14 @@ class ElasticsearchServer:
     """One single-node Elasticsearch on 127.0.0.1, in a throw-away directory.
 
     Use as a context manager; ``url`` is valid between ``start()`` and ``stop()``.
+    ``data_dir``: keep the indices there instead (not deleted on stop, reused by the next
+    server given the same directory), e.g. a benchmark's corpus that takes minutes to index.
     """
 
-    def __init__(self, es_home: Path | None = None, heap: str = "512m") -> None:
+    def __init__(self, es_home: Path | None = None, heap: str = "512m", data_dir: Path | None = None) -> None:
         self.es_home = es_home or default_es_home()
         self.heap = heap
+        self.data_dir = data_dir
         self.port = 0
         self.workdir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
@@ -96,6 +99,8 @@ class ElasticsearchServer:
         shutil.copytree(home / "config", conf)
         for sub in ("data", "logs", "tmp"):
             (self.workdir / sub).mkdir()
+        if self.data_dir is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         settings = self._settings()
         cmd = [str(home / "bin" / "elasticsearch"), "--quiet"]
@@ -114,6 +119,9 @@ class ElasticsearchServer:
             shutil.chown(self.workdir, "nobody")
             for path in self.workdir.rglob("*"):
                 shutil.chown(path, "nobody")
+            if self.data_dir is not None:
+                for path in (self.data_dir, *self.data_dir.rglob("*")):
+                    shutil.chown(path, "nobody")
             cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--pdeathsig=SIGKILL", *cmd]
         self.log_path = self.workdir / "console.log"
         with open(self.log_path, "wb") as console:
@@ -136,7 +144,7 @@ class ElasticsearchServer:
             "network.host": "127.0.0.1",
             "http.port": str(self.port),
             "transport.port": str(_free_port()),
-            "path.data": str(self.workdir / "data"),
+            "path.data": str(self.data_dir if self.data_dir is not None else self.workdir / "data"),
             "path.logs": str(self.workdir / "logs"),
             "xpack.security.enabled": "false",
             # Tests fill small disks fast; do not let the watermark turn indices read-only.
