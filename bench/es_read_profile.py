@@ -9,9 +9,9 @@ stdlib ``json`` and orjson decoding.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -65,8 +65,12 @@ def read(url: str, page: int, decoder: Callable[[bytes], Any]) -> dict[str, floa
 
 def main() -> None:
     """Print one line per page size and decoder."""
-    url = sys.argv[1].rstrip("/")
-    for page in [int(arg) for arg in sys.argv[2:]] or [2000, 10000]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("url", help="Elasticsearch holding bench_grep.py's corpus, e.g. http://127.0.0.1:9200")
+    parser.add_argument("page_sizes", nargs="*", type=int, default=[2000, 10000])
+    args = parser.parse_args()
+    url = args.url.rstrip("/")
+    for page in args.page_sizes:
         for name, decoder in (("json", json.loads), ("orjson", orjson.loads)):
             runs = [read(url, page, decoder) for _ in range(7)]
             medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
