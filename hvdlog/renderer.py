@@ -11,7 +11,7 @@ configuration; the timestamp's date part once a second; per event only the messa
 event's own fields (bound context + call fields) go through orjson, and only those bytes are
 searched for secrets. The line is byte for byte what serialising the whole event dict gives
 (:meth:`EcsJsonRenderer.render_event`, the general path, still used for whatever the splice
-does not cover: a console sink, keys that collide with static fields, values orjson refuses,
+does not cover: keys that collide with static fields, values orjson refuses,
 over-long lines).
 
 Rendering never raises into the training code (:meth:`EcsJsonRenderer.render_safely`):
@@ -206,7 +206,8 @@ class EcsJsonRenderer:
     Args:
         static: fields fixed for the process (host, pid, job, dataset, rank info).
         redactor: secret replacement applied to the rendered bytes.
-        console: optional sink for a human line (rank 0's terminal), given the event.
+        console: optional sink for a human line (rank 0's terminal), given the event (on the
+            spliced path, only what a human line shows: timestamp, level, message, rank, step).
     """
 
     __slots__ = (
@@ -233,7 +234,7 @@ class EcsJsonRenderer:
 
     def _prepare(self) -> None:
         """Render the static fields once, or leave the splice off when it would not give the
-        same line: a console to feed, static fields orjson refuses or holding a secret."""
+        same line: static fields orjson refuses or holding a secret."""
         self._messages: dict[str, bytes] = {}
         self._secret_messages: set[bytes] = set()
         self._static_keys = frozenset((*_HEAD_KEYS, *self.static))
@@ -241,7 +242,7 @@ class EcsJsonRenderer:
         # The bound context last seen and what goes with it (see _see_bound); plans by bound keys.
         self._binding: _Binding = (_UNBOUND, None, {})
         self._bindings: dict[tuple[str, ...], dict[tuple[str, ...], Any]] = {}
-        if self.console is not None or EXTRA in self.static:
+        if EXTRA in self.static:
             return
         try:
             body = orjson.dumps(self.static)
@@ -311,6 +312,9 @@ class EcsJsonRenderer:
                 (quick is None or tail_json.translate(quick[0]).find(quick[1]) >= 0) and redactor.holds_secret(tail_json)
             ):
                 line = redactor.json_line(line)
+        if self.console is not None:  # rank 0's terminal: the fields of a human line
+            timestamp = line[15:42].decode()  # after '{"@timestamp":"'
+            self.console({"@timestamp": timestamp, "log.level": level, "message": message, "rank": self.static.get("rank"), "step": tail.get("step", (bound or _EMPTY).get("step"))})
         return line
 
     def _see_bound(self, bound: Event | None) -> _Binding:

@@ -163,6 +163,22 @@ class TestSplicedLine:
                                 with hvdlog.bind(**context):
                                     self._same(renderer, message, fields)
 
+    def test_console_sink_gets_what_a_human_line_shows(self) -> None:
+        """Rank 0's console sink does not force the general path: the line is the same and the
+        sink gets the timestamp, level, message, rank and step the general path gives it."""
+        seen: list[dict] = []
+        renderer = EcsJsonRenderer(dict(STATIC), console=seen.append)
+        shown = ("@timestamp", "log.level", "message", "rank", "step")
+        for context in (None, {"step": 7}):
+            for fields in ({}, {"loss": 0.5, "note": "n"}, {"step": 4}):
+                with hvdlog.bind(**(context or {})):
+                    line = renderer.render("warning", "hello", dict(fields))
+                    spliced = seen.pop()
+                    renderer.render_event("warning", "hello", dict(fields))
+                    whole = seen.pop()
+                assert orjson.loads(line)["@timestamp"] == spliced["@timestamp"]
+                assert {key: spliced.get(key) for key in shown[1:]} == {key: whole.get(key) for key in shown[1:]}, (context, fields)
+
     def test_static_changes_reach_the_line(self) -> None:
         """update_static() (rank after hvd.init()) re-renders the spliced fields."""
         renderer = EcsJsonRenderer(dict(STATIC))
