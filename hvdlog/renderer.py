@@ -313,8 +313,8 @@ class EcsJsonRenderer:
             ):
                 line = redactor.json_line(line)
         if self.console is not None:  # rank 0's terminal: the fields of a human line
-            timestamp = line[15:42].decode()  # after '{"@timestamp":"'
-            self.console({"@timestamp": timestamp, "log.level": level, "message": message, "rank": self.static.get("rank"), "step": tail.get("step", (bound or _EMPTY).get("step"))})
+            step = tail.get("step", (bound or _EMPTY).get("step"))
+            self.console({"@timestamp": line[15:42].decode(), "log.level": level, "message": message, "rank": self.static.get("rank"), "step": step})
         return line
 
     def _see_bound(self, bound: Event | None) -> _Binding:
