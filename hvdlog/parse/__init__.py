@@ -52,32 +52,6 @@ def decode_line(raw: bytes | str) -> str:
     return raw.rstrip("\r\n")
 
 
-def _event_documents(lines: Iterable[bytes | str], path: str, base: dict[str, Any]) -> Iterator[Document]:
-    """The lines of one of our events files: :func:`decode_event` inlined, as this is most of
-    the volume (orjson reads the bytes as they are; one generated builder per key set)."""
-    loads = orjson.loads
-    decode_error = orjson.JSONDecodeError
-    builders = event_builders(with_path=True)
-    for raw in lines:
-        try:
-            flat = loads(raw)
-        except decode_error:
-            flat = None
-        if type(flat) is dict:
-            keys = tuple(flat)
-            build = builders.get(keys) or event_builder(keys, with_path=True)
-            try:
-                doc: Document | None = build(flat, path)
-            except TooDeepError:
-                doc = None
-            if doc is not None:
-                yield doc
-                continue
-        doc = _unparsed_event(decode_line(raw), base)
-        if doc is not None:
-            yield doc
-
-
 def parse_lines(
     lines: Iterable[bytes | str],
     *,
@@ -111,8 +85,29 @@ def parse_lines(
     events_file = path is not None and _EVENTS_FILE.search(path) is not None
     sniff_json = events_file or "horovod.launcher.stream" not in base
     if events_file:
-        assert path is not None
-        yield from _event_documents(lines, path, base)
+        # Most of the volume: decode_event inlined here (a generator level costs per line).
+        # orjson reads the bytes as they are; one generated builder per key set.
+        loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        builders = event_builders(with_path=True)
+        for raw in lines:
+            try:
+                flat = loads(raw)
+            except decode_error:
+                flat = None
+            if type(flat) is dict:
+                keys = tuple(flat)
+                build = builders.get(keys) or event_builder(keys, with_path=True)
+                try:
+                    doc: Document | None = build(flat, path)
+                except TooDeepError:
+                    doc = None
+                if doc is not None:
+                    yield doc
+                    continue
+            doc = _unparsed_event(decode_line(raw), base)
+            if doc is not None:
+                yield doc
         lines = ()  # what follows only flushes the (shared) native parser, as after any file
     for raw in lines:
         line, arrival = split_arrival(decode_line(raw))
