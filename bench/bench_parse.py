@@ -1,7 +1,7 @@
 """`hvdlog parse` throughput, lines per second on one core: JSON event lines and native
 DEBUG/TRACE lines (real lines from tests/corpus, repeated). One command:
 
-    python bench/bench_parse.py [--lines N] [--repeat R]
+    python bench/bench_parse.py [--lines N] [--repeat R] [--breakdown]
 
 Measures parse_lines() end to end (decode, tag strip, grok, documents) plus NDJSON
 serialisation with orjson, which is what `hvdlog parse` does per line, and the real
@@ -59,7 +59,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, default=300_000, help="lines per kind (JSON events, native DEBUG/TRACE) (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is reported (default: %(default)s)")
+    parser.add_argument("--breakdown", action="store_true", help="only where the time of a JSON line goes, stage by stage (ns per line)")
     args = parser.parse_args()
+    if args.breakdown:
+        _breakdown(args.lines, args.repeat)
+        return
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     print(f"python {platform.python_version()} on {platform.machine()}, {platform.processor() or 'cpu'}; "
           f"cores usable: {affinity}; {args.lines} lines, best of {args.repeat}")
@@ -79,6 +83,53 @@ def main() -> None:
     print(f"load average: {os.getloadavg()[0]:.2f}")
 
 
+def _breakdown(count: int, repeat: int) -> None:
+    """CPU ns per JSON line of each stage of parse_lines + serialisation, stages added one by
+    one (interleaved rounds, best of ``repeat``): decode, key-set lookup, layout, dumps."""
+    from hvdlog.parse.jsonl import event_builder, event_builders
+
+    sample = _json_lines()
+    lines = (sample * (count // len(sample) + 1))[:count]
+    path = "bench/node1/rank-0.jsonl"
+    loads, dumps = orjson.loads, orjson.dumps
+    for line in sample:
+        event_builder(tuple(loads(line)), with_path=True)
+    builders = event_builders(with_path=True)
+
+    def decode() -> None:
+        for line in lines:
+            loads(line)
+
+    def lookup() -> None:
+        for line in lines:
+            builders[tuple(loads(line))]
+
+    def layout() -> None:
+        for line in lines:
+            flat = loads(line)
+            builders[tuple(flat)](flat, path)
+
+    def serialise() -> None:
+        for line in lines:
+            flat = loads(line)
+            dumps(builders[tuple(flat)](flat, path))
+
+    def whole() -> None:
+        for doc in parse_lines(lines, path=path, timezone="UTC"):
+            dumps(doc)
+
+    stages = {"orjson.loads": decode, "+ key-set lookup": lookup, "+ layout (builder)": layout, "+ orjson.dumps": serialise,
+              "parse_lines + dumps": whole}
+    best = dict.fromkeys(stages, float("inf"))
+    for _ in range(repeat):
+        for name, stage in stages.items():
+            cpu = time.process_time()
+            stage()
+            best[name] = min(best[name], time.process_time() - cpu)
+    for name, seconds in best.items():
+        print(f"{name:22s} {seconds / len(lines) * 1e9:7,.0f} ns/line  ({len(lines) / seconds:9,.0f} lines per CPU-second)")
+
+
 def _cli(lines: list[bytes], path: str) -> tuple[float, float]:
     """(wall, CPU) seconds of the real command on a file of ``lines`` under a per-rank path."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +139,8 @@ def _cli(lines: list[bytes], path: str) -> tuple[float, float]:
         command = [sys.executable, "-c", "from hvdlog.cli.main import main; main()", "parse", "-q", "--timezone", "UTC", str(target)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        subprocess.run(command, stdout=subprocess.DEVNULL, check=True)
+        # from this checkout's root: `-c` puts the working directory first on sys.path
+        subprocess.run(command, stdout=subprocess.DEVNULL, check=True, cwd=Path(__file__).resolve().parent.parent)
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -36,6 +36,17 @@ CASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("query-files", "import hvdlog.query.files", (*CLI_SIDE, "structlog", "hvdlog.config", "torch")),
     ("query-analyses", "import hvdlog.query.stalls, hvdlog.query.failures, hvdlog.query.stragglers", (*CLI_SIDE, "structlog")),
     ("cli-entry", "import hvdlog.cli.main", ("rich", "elasticsearch", "structlog", "hvdlog.config", "hvdlog.parse", "torch")),
+    (
+        "cli-parse",  # its start-up is part of its throughput (issue #14): no query, output or timeline modules
+        (
+            "import contextlib, sys\nfrom hvdlog.cli.main import main\nsys.argv[1:] = ['parse', '-q', sys.argv[2]]\n"
+            "with contextlib.suppress(SystemExit):\n    main()"
+        ),
+        (
+            "rich", "elasticsearch", "elastic_transport", "structlog", "torch",
+            "hvdlog.query", "hvdlog.timeline", "hvdlog.cli.output", "hvdlog.cli.options",
+        ),
+    ),
 ]
 
 

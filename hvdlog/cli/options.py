@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 import click
 
+from hvdlog.cli.common import time_zone, warn
 from hvdlog.cli.text import sentence
 from hvdlog.documents import Document
 from hvdlog.query.es import DEFAULT_INDEX, ElasticsearchSource
@@ -29,28 +30,10 @@ __all__ = ["EXIT_ERROR", "EXIT_FOUND", "EXIT_NOTHING", "Run", "fail", "source_op
 EXIT_FOUND, EXIT_NOTHING, EXIT_ERROR = 0, 1, 2
 
 
-def warn(message: str) -> None:
-    """One warning line on stderr (controls escaped, credentials masked)."""
-    click.echo(f"hvdlog: warning: {sentence(message)}", err=True)
-
-
 def fail(message: str) -> NoReturn:
     """Print one sentence on stderr and exit 2."""
     click.echo(f"hvdlog: error: {sentence(message)}", err=True)
     sys.exit(EXIT_ERROR)
-
-
-def time_zone(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """Check ``--tz`` up front: an unknown zone is a usage error, not a crash mid-scan."""
-    if value is None:
-        return None
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise click.BadParameter(f"unknown time zone {value!r}: use an IANA name such as UTC or Europe/Paris") from None
-    return value
 
 
 @dataclass

@@ -18,10 +18,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
+
 from hvdlog.documents import Document
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse.arrival import split_arrival
-from hvdlog.parse.jsonl import APP_DATASET, decode_event, nest
+from hvdlog.parse.jsonl import APP_DATASET, TooDeepError, decode_event, event_builder, event_builders, nest
 from hvdlog.parse.launcher import TagSplitter, path_fields, strip_tag
 from hvdlog.parse.native import Chatter, NativeParser
 
@@ -29,6 +31,10 @@ __all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
 
 #: The path that means standard input.
 STDIN = "-"
+
+#: Bytes read at a time: line iteration over a 256 kB buffer costs ~40 % less than over the
+#: default 8 kB one (fewer reads); a pipe still gives each line as soon as it arrives.
+_READ_BUFFER = 1 << 18
 
 #: Our JSON event files (hvdlog/layout.py: ``rank-<r>.jsonl``, rotated ``.1``...).
 _EVENTS_FILE = re.compile(r"\.jsonl(?:\.\d+)?$")
@@ -82,14 +88,32 @@ def parse_lines(
     splitter = TagSplitter()
     events_file = path is not None and _EVENTS_FILE.search(path) is not None
     sniff_json = events_file or "horovod.launcher.stream" not in base
-    for raw in lines:
-        if events_file:
-            doc = decode_event(raw, path)  # orjson reads the bytes as they are: fastest
-            if doc is None:
-                doc = _unparsed_event(decode_line(raw), base)
+    if events_file:
+        # Most of the volume: decode_event inlined here (a generator level costs per line).
+        # orjson reads the bytes as they are; one generated builder per key set.
+        loads = orjson.loads
+        decode_error = orjson.JSONDecodeError
+        builders = event_builders(with_path=True)
+        for raw in lines:
+            try:
+                flat = loads(raw)
+            except decode_error:
+                flat = None
+            if type(flat) is dict:
+                keys = tuple(flat)
+                build = builders.get(keys) or event_builder(keys, with_path=True)
+                try:
+                    doc: Document | None = build(flat, path)
+                except TooDeepError:
+                    doc = None
+                if doc is not None:
+                    yield doc
+                    continue
+            doc = _unparsed_event(decode_line(raw), base)
             if doc is not None:
                 yield doc
-            continue
+        lines = ()  # what follows only flushes the (shared) native parser, as after any file
+    for raw in lines:
         line, arrival = split_arrival(decode_line(raw))
         if sniff_json and line[:1] == "{":
             doc = decode_event(line, path)
@@ -144,5 +168,5 @@ def parse_paths(
         if name == STDIN:
             yield from parse_lines(stdin or sys.stdin.buffer, parser=native)
             continue
-        with open(name, "rb") as handle:
+        with open(name, "rb", buffering=_READ_BUFFER) as handle:
             yield from parse_lines(handle, path=name, parser=native)

@@ -14,7 +14,7 @@ import orjson
 
 from hvdlog.documents import Document, expand, set_field
 
-__all__ = ["APP_DATASET", "decode_event", "nest", "to_document"]
+__all__ = ["APP_DATASET", "TooDeepError", "decode_event", "event_builder", "event_builders", "nest", "to_document"]
 
 #: Dataset of our JSON events when a line does not say.
 APP_DATASET: Final = "horovod.app"
@@ -75,6 +75,16 @@ def _too_deep(flat: Mapping[str, Any], path: Any) -> Document:
     raise TooDeepError(f"a key has more than {MAX_KEY_DEPTH} dotted levels")
 
 
+def _compile(count: int, source: str) -> Builder:
+    """``def build(d, p)`` returning ``source``, with the ``count`` values of ``d`` as v0, v1..."""
+    unpack = "".join(f"v{index}, " for index in range(count))
+    code = f"def build(d, p):\n    {unpack}= d.values()\n    return {source}\n" if count else f"def build(d, p):\n    return {source}\n"
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # noqa: S102 - source built from repr() of keys
+    builder: Builder = namespace["build"]
+    return builder
+
+
 def _builder(keys: tuple[str, ...], *, event: bool, with_path: bool) -> Builder:
     """A function laying out documents of this key set in one expression, made once."""
     builders = _BUILDERS[event, with_path]
@@ -82,7 +92,9 @@ def _builder(keys: tuple[str, ...], *, event: bool, with_path: bool) -> Builder:
     if builder is None and any(key.count(".") >= MAX_KEY_DEPTH for key in keys):
         builder = builders[keys] = _too_deep
     if builder is None:
-        leaves = {key: f"d[{key!r}]" for key in keys}
+        # Values are read by unpacking d.values() into locals (the key tuple fixes their
+        # order): cheaper than one d[key] lookup per key.
+        leaves = {key: f"v{index}" for index, key in enumerate(keys)}
         if event and "event.dataset" not in leaves:
             leaves["event.dataset"] = repr(APP_DATASET)
         if with_path:
@@ -90,7 +102,7 @@ def _builder(keys: tuple[str, ...], *, event: bool, with_path: bool) -> Builder:
         tree = _tree(leaves)
         # A key that is both `a` and `a.b` (or an object beside a dotted key under it)
         # merges like documents.expand does; rare, so the general path is fine.
-        builder = _slow_builder(event, with_path) if tree is None else eval(f"lambda d, p: {_source(tree)}")  # noqa: S307 - source built from repr() of keys
+        builder = _slow_builder(event, with_path) if tree is None else _compile(len(keys), _source(tree))
         if len(builders) >= _MAX_BUILDERS:
             builders.clear()
         builders[keys] = builder
@@ -103,6 +115,18 @@ def nest(flat: Mapping[str, Any]) -> Document:
 
 
 _WITH_PATH: Final = _BUILDERS[True, True]
+
+
+def event_builders(*, with_path: bool) -> Mapping[tuple[str, ...], Builder]:
+    """The made builders of events, by key set (the same mapping for the process's life):
+    a caller decoding many lines looks its keys up here first, then :func:`event_builder`."""
+    return _BUILDERS[True, with_path]
+
+
+def event_builder(keys: tuple[str, ...], *, with_path: bool) -> Builder:
+    """``(flat, path) -> document`` for decoded events with these keys, in this order
+    (what :func:`to_document` uses); raises TooDeepError when called on too deep keys."""
+    return _builder(keys, event=True, with_path=with_path)
 
 
 def to_document(flat: Mapping[str, Any], path: str | None = None) -> Document:
