@@ -56,6 +56,10 @@ LINES: list[bytes | str] = [
     b'{"zzz":1,"aaa.b.c":true,"":"empty key","a..b":2,".lead":3,"trail.":4,"@timestamp":"t"}',
     b'{"tags":["x","' + PARSE_FAILURE_TAG.encode() + b'"],"message":"already tagged"}',
     b'{"tags":5,"message":"tags of the wrong type"}',
+    b'{"event":5,"message":"event of the wrong type"}',  # the contract's event is an object: kept under extra
+    b'{"event":"x"}',
+    b'{"message":"m","event":[1,2],"extra":{"a":1}}',
+    b'{"event":null,"event.action":"stall"}',
     b'{"n":123456789012345678901234567890,"f":1e308,"neg":-0.0,"e":1E-7}',
     ('{"' + _DEEP + '":1}').encode(),  # too deep: a parse failure, kept raw
     ('{"' + _NEARLY_DEEP + '":1}').encode(),
@@ -91,8 +95,11 @@ def _general(raw: bytes | str, path: str, base: dict[str, Any]) -> Document | No
         flat = None
     if type(flat) is dict and all(key.count(".") < MAX_KEY_DEPTH for key in flat):
         doc = expand(flat)
-        if "dataset" not in doc.setdefault("event", {}):
-            doc["event"]["dataset"] = APP_DATASET
+        event = doc.setdefault("event", {})
+        if not isinstance(event, dict):  # kept under extra, where the stores take any value
+            set_field(doc, "extra.event", event)
+            event = doc["event"] = {}
+        event.setdefault("dataset", APP_DATASET)
         set_field(doc, "log.file.path", path)
         return doc
     text = decode_line(raw)

@@ -13,6 +13,7 @@ from typing import Any, Final
 import orjson
 
 from hvdlog.documents import Document, expand, set_field
+from hvdlog.fields import EXTRA
 
 __all__ = ["APP_DATASET", "TooDeepError", "decode_event", "event_builder", "event_builders", "nest", "to_document"]
 
@@ -58,8 +59,12 @@ def _source(tree: dict[str, Any]) -> str:
 def _slow_builder(event: bool, with_path: bool) -> Builder:
     def build(flat: Mapping[str, Any], path: Any) -> Document:
         doc = expand(flat)
-        if event and "dataset" not in doc.setdefault("event", {}):
-            doc["event"]["dataset"] = APP_DATASET
+        if event:
+            given = doc.setdefault("event", {})
+            if not isinstance(given, dict):  # "event": 5 where the contract has an object: kept under extra
+                set_field(doc, f"{EXTRA}.event", given)
+                given = doc["event"] = {}
+            given.setdefault("dataset", APP_DATASET)
         if with_path:
             set_field(doc, _PATH, path)
         return doc
