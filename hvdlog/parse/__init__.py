@@ -16,14 +16,14 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hvdlog.documents import Document
 from hvdlog.fields import PARSE_FAILURE_TAG
-from hvdlog.parse.arrival import split_arrival
 from hvdlog.parse.jsonl import APP_DATASET, decode_event, nest
-from hvdlog.parse.launcher import TagSplitter, path_fields, strip_tag
-from hvdlog.parse.native import Chatter, NativeParser
+
+if TYPE_CHECKING:
+    from hvdlog.parse.native import Chatter, NativeParser
 
 __all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
 
@@ -71,25 +71,30 @@ def parse_lines(
         size: job size, for the oldest stall format (``[ready ranks: ...]``).
         parser: share one native parser across files (what :func:`parse_paths` does).
     """
-    native = parser or NativeParser(timezone=timezone, chatter=chatter, size=size)
-    base: dict[str, Any] = {}
     if path is not None:
         path = os.fspath(path)
+        if _EVENTS_FILE.search(path) is not None:
+            # Our events files hold JSON: the native parser has nothing to do, and is loaded
+            # only to check its options, or to close a shared one as every file does.
+            if parser is None and (timezone is not None or chatter != "keep"):
+                _native_parser(timezone, chatter, size)
+            yield from _events(lines, path)
+            if parser is not None:
+                yield from parser.close()
+            return
+    from hvdlog.parse.arrival import split_arrival
+    from hvdlog.parse.launcher import TagSplitter, path_fields, strip_tag
+
+    native = parser or _native_parser(timezone, chatter, size)
+    base: dict[str, Any] = {}
+    if path is not None:
         base = {"log.file.path": path, **path_fields(path)}
-    # Our events files hold JSON; a rank's stdout/stderr capture never does (a JSON-looking
-    # print stays a print, as in Logstash's native pipeline); elsewhere (stdin, a console
-    # capture) a line that decodes to a JSON object is taken as one of our events.
+    # A rank's stdout/stderr capture never holds our JSON events (a JSON-looking print stays
+    # a print, as in Logstash's native pipeline); elsewhere (stdin, a console capture) a line
+    # that decodes to a JSON object is taken as one of our events.
     splitter = TagSplitter()
-    events_file = path is not None and _EVENTS_FILE.search(path) is not None
-    sniff_json = events_file or "horovod.launcher.stream" not in base
+    sniff_json = "horovod.launcher.stream" not in base
     for raw in lines:
-        if events_file:
-            doc = decode_event(raw, path)  # orjson reads the bytes as they are: fastest
-            if doc is None:
-                doc = _unparsed_event(decode_line(raw), base)
-            if doc is not None:
-                yield doc
-            continue
         line, arrival = split_arrival(decode_line(raw))
         if sniff_json and line[:1] == "{":
             doc = decode_event(line, path)
@@ -109,6 +114,27 @@ def parse_lines(
     for payload, tag in splitter.close():
         yield from native.feed(payload, {**base, **tag} if tag else base)
     yield from native.close()
+
+
+def _native_parser(timezone: str | None, chatter: Chatter, size: int | None) -> NativeParser:
+    from hvdlog.parse.native import NativeParser
+
+    return NativeParser(timezone=timezone, chatter=chatter, size=size)
+
+
+def _events(lines: Iterable[bytes | str], path: str) -> Iterator[Document]:
+    """The documents of an events file's lines: one per JSON object, other lines kept raw."""
+    base: dict[str, Any] | None = None
+    for raw in lines:
+        doc = decode_event(raw, path)  # orjson reads the bytes as they are: fastest
+        if doc is None:
+            if base is None:
+                from hvdlog.parse.launcher import path_fields
+
+                base = {"log.file.path": path, **path_fields(path)}
+            doc = _unparsed_event(decode_line(raw), base)
+        if doc is not None:
+            yield doc
 
 
 def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
@@ -139,7 +165,7 @@ def parse_paths(
     Same options as :func:`parse_lines`. One native parser serves all files, so a job size
     learned from rank 0's log applies to the others.
     """
-    native = NativeParser(timezone=timezone, chatter=chatter, size=size)
+    native = _native_parser(timezone, chatter, size)
     for name in iter_files(paths):
         if name == STDIN:
             yield from parse_lines(stdin or sys.stdin.buffer, parser=native)
