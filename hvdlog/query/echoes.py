@@ -57,8 +57,11 @@ def drop_echoes(docs: Iterable[Document], window: float = ECHO_WINDOW_S) -> Iter
     held: deque[list[Any]] = deque()  # [doc, key or None, millis, dropped]
     waiting = 0
     for doc in docs:
-        millis = timestamp_millis(doc.get("@timestamp"))
         key = _key(doc)
+        if key is None and not held:
+            yield doc  # the common case: no exception, nothing held back (its time is not needed)
+            continue
+        millis = timestamp_millis(doc.get("@timestamp"))
         if key is not None and _is_event(doc):
             events.setdefault(key, []).append(millis)
             for entry in held:
