@@ -52,8 +52,10 @@ def _tricky_lines(count: int = 1500, seed: int = 14) -> list[str]:
         kind = i % 16
         if kind == 0:  # a level word inside a message, in quotes (escaped in JSON)
             lines.append(json.dumps({**base, "log.level": "info", "message": 'saw "error" and "critical"'}, separators=(",", ":")))
-        elif kind == 1:
-            lines.append('not json, but "error" and "critical" are in it')
+        elif kind == 1:  # not JSON; a needle first on its line; \u escapes the raw bytes do not show
+            level_text = rng.choice(("error", "\\u0065rror"))
+            lines.append('{"@timestamp":"' + stamp + '","log.level":"' + level_text + '","message":"' + rng.choice(("boom", "\\u0062oom")) + '","rank":3}')
+            lines.append(rng.choice(('not json, but "error" and "critical" are in it', '"critical" starts this line', "boom starts this line")))
         elif kind == 2:  # already nested
             lines.append(json.dumps({"@timestamp": stamp, "log": {"level": level}, "message": "nested", "rank": rank}))
         elif kind == 3:
@@ -136,6 +138,8 @@ SPECS = {
     "error-rank-3": Filter(min_level="error", ranks=parse_ranks("3")),
     "pattern": Filter(pattern="error"),
     "pattern-and-level": Filter(pattern="crlf", min_level="error"),
+    "pattern-boom": Filter(pattern="boom"),
+    "pattern-boom-and-level": Filter(pattern="boom", min_level="error"),
     "no-needle": Filter(min_level="info"),
 }
 
