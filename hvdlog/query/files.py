@@ -19,7 +19,9 @@ rotation, a rank restarting) ends the read early instead of killing the process 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import io
 import os
 import re
@@ -230,8 +232,9 @@ class FileSource:
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every match (or the ``last`` N), sorted by time then rank."""
         files = self._files(spec)
-        # (key, input index, doc): the unique index keeps the sort stable and never compares documents.
-        keyed = sorted((sort_key(doc), index, doc) for index, doc in enumerate(self._matches(files, spec)))
+        with _no_cycle_collection():
+            # (key, input index, doc): the unique index keeps the sort stable and never compares documents.
+            keyed = sorted((sort_key(doc), index, doc) for index, doc in enumerate(self._matches(files, spec)))
         docs = (doc for _, _, doc in keyed)
         yield from deque(docs, maxlen=last) if last is not None else docs
 
@@ -263,6 +266,19 @@ class FileSource:
                     lines = complete.splitlines()
                     batch.extend(d for d in parse_lines(lines, path=str(path), timezone=self.timezone) if spec.matches(d))
             yield from sorted(batch, key=sort_key)
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """The garbage collector paused while the matches pile up: documents are trees (no cycles
+    to find), and each collection would walk all of them again (~10 % of a big grep)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _size(path: Path) -> int:
