@@ -30,6 +30,8 @@ _Key = tuple[Any, int, str, str]
 
 def _key(doc: Document) -> _Key | None:
     """(job, rank, short exception type, message) of an exception document; None for anything else."""
+    if "error" not in doc and "error.type" not in doc:  # most documents: what get_field would say, sooner
+        return None
     error_type, rank = get_field(doc, "error.type"), doc.get("rank")
     if not isinstance(error_type, str) or not isinstance(rank, int) or isinstance(rank, bool):
         return None

@@ -11,10 +11,12 @@ Two shortcuts keep ``grep --rank R --level error`` fast on big trees, both exact
   file after the rank whose events it holds);
 * in a ``.jsonl`` file, only lines containing a needle that every match must contain
   (``"error"``/``"critical"`` for ``--level error``, the literal PATTERN) are parsed; the
-  needles are found with ``bytes.find`` over blocks of the file, at memory speed.
+  needles are found over blocks of the file by the ``ahocorasick_rs`` wheel's SIMD search
+  (part of ``hvdlog[cli]``), or ``bytes.find`` without it: the same lines either way.
 
-Files are read with ``read()``, never mapped: a file truncated while it is read (log
-rotation, a rank restarting) ends the read early instead of killing the process (SIGBUS).
+Files are read into one reused buffer (``readinto``), never mapped: a file truncated while
+it is read (log rotation, a rank restarting) ends the read early instead of killing the
+process (SIGBUS).
 """
 
 from __future__ import annotations
