@@ -81,22 +81,21 @@ class _Finder:
         if _ACCELERATED:
             self._searcher = _accelerator().BytesAhoCorasick([needle])
 
-    def starts(self, data: bytearray, end: int) -> Iterator[int]:
-        """Where the needle starts in ``data[:end]`` (at least once per line that holds it)."""
+    def starts(self, data: bytearray, end: int) -> list[int]:
+        """Where the needle starts in ``data[:end]``, in order (at least once per line that holds it)."""
         if self._searcher is not None:
             with memoryview(data) as view, view[:end] as window:
-                found = self._searcher.find_matches_as_indexes(window)
-            for _, start, _ in found:
-                yield start
-            return
-        needle = self.needle
-        pos = data.find(needle, 0, end)
+                return [start for _, start, _ in self._searcher.find_matches_as_indexes(window)]
+        needle, find = self.needle, data.find
+        found = []
+        pos = find(needle, 0, end)
         while pos >= 0:
-            yield pos
-            line_end = data.find(b"\n", pos, end)
+            found.append(pos)
+            line_end = find(b"\n", pos, end)
             if line_end < 0:
-                return
-            pos = data.find(needle, line_end, end)
+                break
+            pos = find(needle, line_end, end)
+        return found
 
 
 #: Whether to use the ``ahocorasick_rs`` wheel when it can be imported (tests turn it off
@@ -123,23 +122,20 @@ def _finders(needles: Sequence[bytes]) -> list[_Finder]:
 
 def _candidate_lines(data: bytearray, end: int, finders: Sequence[_Finder], literal: bytes | None) -> list[bytes]:
     """Lines of ``data[:end]`` holding one of the ``finders``' needles (and ``literal``, when given)."""
-    starts: set[int] = set()
+    spans: dict[int, int] = {}  # line start -> line end, of every line with a needle
+    find, rfind = data.find, data.rfind
     for finder in finders:
-        line_end = -1
+        stop = -1
         for pos in finder.starts(data, end):
-            if pos < line_end:
+            if pos < stop:
                 continue  # this line is in already
-            starts.add(data.rfind(b"\n", 0, pos) + 1)
-            line_end = data.find(b"\n", pos, end)
-            if line_end < 0:
-                line_end = end
-    lines = []
-    for start in sorted(starts):
-        stop = data.find(b"\n", start, end)
-        line = bytes(data[start : stop if stop >= 0 else end])
-        if literal is None or literal in line:
-            lines.append(line)
-    return lines
+            start = rfind(b"\n", 0, pos) + 1
+            stop = find(b"\n", pos, end)
+            if stop < 0:
+                stop = end
+            spans[start] = stop
+    lines = [bytes(data[start : spans[start]]) for start in sorted(spans)]
+    return lines if literal is None else [line for line in lines if literal in line]
 
 
 def _blocks(handle: io.BufferedIOBase, size: int | None = None) -> Iterator[tuple[bytearray, int]]:
