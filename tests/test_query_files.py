@@ -141,7 +141,25 @@ SPECS = {
     "pattern-boom": Filter(pattern="boom"),
     "pattern-boom-and-level": Filter(pattern="boom", min_level="error"),
     "no-needle": Filter(min_level="info"),
+    "pattern-one-byte": Filter(pattern="x"),
+    "pattern-dense": Filter(pattern="xx"),
 }
+
+
+@pytest.mark.parametrize("window", [7, 1 << 20])
+@pytest.mark.parametrize("name", ["error", "pattern-dense", "pattern-boom"])
+def test_dense_needles_go_back_to_the_loop(tricky: Path, scanner: str, name: str, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A needle the wheel finds too often is handed to the find loop mid-file: the same documents."""
+    monkeypatch.setattr(files, "_WINDOW", window)
+    monkeypatch.setattr(files, "_DENSE", 10**9)  # any hit is dense
+    spec = SPECS[name]
+    assert list(FileSource([tricky]).search(spec)) == _plain(tricky, spec)
+    finder = files._finders([b"xx"])[0]
+    data = bytearray(b"xxxx\n" * 1000)
+    starts = finder.starts(data, len(data))
+    assert starts == sorted(starts) and {data.rfind(b"\n", 0, pos) + 1 for pos in starts} == set(range(0, len(data), 5))
+    if scanner == "accelerated":
+        assert finder._searcher is None
 
 
 @pytest.mark.parametrize("block", [64, 1000, 4096, None])
@@ -150,6 +168,7 @@ def test_search_is_the_plain_path(tricky: Path, scanner: str, name: str, block: 
     """Every spec, both scanners, blocks smaller than lines or bigger than the file: the same documents."""
     if block is not None:
         monkeypatch.setattr(files, "_BLOCK", block)
+        monkeypatch.setattr(files, "_WINDOW", block // 3 + 1)  # the wheel's windows: needles across their edges
     spec = SPECS[name]
     found = list(FileSource([tricky]).search(spec))
     assert found == _plain(tricky, spec)

@@ -65,12 +65,16 @@ def _needles(spec: Filter) -> tuple[list[bytes], bytes | None]:
 
 
 class _Finder:
-    """Every start of one needle in a buffer: ``bytes.find`` in a loop, or one call into the
-    ``ahocorasick_rs`` wheel when it is installed (SIMD ``memmem``: several times faster on
-    the needles of ``--level``, whose bytes are the common ones of JSON).
+    """Every start of one needle in a buffer: ``bytes.find`` in a loop, or the ``ahocorasick_rs``
+    wheel's SIMD search when it is installed (several times faster on the needles of
+    ``--level``, whose bytes are the common ones of JSON).
 
-    Both report every line holding the needle (a needle never spans lines), so the
-    candidate lines, and what grep prints, are the same with and without the wheel.
+    The wheel reports every occurrence, where the loop skips to the next line after one: a
+    needle found more than once per :data:`_DENSE` bytes (a short PATTERN such as ``e``) is
+    handed back to the loop for the rest of the file, so memory and time stay bounded. One
+    byte needles always use the loop (``find`` is ``memchr`` for them). Either way every line
+    holding the needle is reported (a needle never spans lines): the candidate lines, and
+    what grep prints, are the same with and without the wheel.
     """
 
     __slots__ = ("_searcher", "needle")
@@ -78,17 +82,28 @@ class _Finder:
     def __init__(self, needle: bytes) -> None:
         self.needle = needle
         self._searcher: Any = None
-        if _ACCELERATED:
+        if _ACCELERATED and len(needle) > 1:
             self._searcher = _accelerator().BytesAhoCorasick([needle])
 
     def starts(self, data: bytearray, end: int) -> list[int]:
         """Where the needle starts in ``data[:end]``, in order (at least once per line that holds it)."""
+        found: list[int] = []
+        start = 0
         if self._searcher is not None:
-            with memoryview(data) as view, view[:end] as window:
-                return [start for _, start, _ in self._searcher.find_matches_as_indexes(window)]
+            reach = len(self.needle) - 1  # a window also takes what starts in it and ends after it
+            with memoryview(data) as view:
+                while start < end and self._searcher is not None:
+                    stop = min(start + _WINDOW, end)
+                    with view[start : min(stop + reach, end)] as window:
+                        hits = self._searcher.find_matches_as_indexes(window)
+                    found.extend(start + hit for _, hit, _ in hits)
+                    if len(hits) > (stop - start) // _DENSE:
+                        self._searcher = None  # dense: the loop below takes one per line
+                    start = stop
+            if start >= end:
+                return found
         needle, find = self.needle, data.find
-        found = []
-        pos = find(needle, 0, end)
+        pos = find(needle, start, end)
         while pos >= 0:
             found.append(pos)
             line_end = find(b"\n", pos, end)
@@ -96,6 +111,12 @@ class _Finder:
                 break
             pos = find(needle, line_end, end)
         return found
+
+
+#: Bytes searched per call into the wheel (its matches come back as one list).
+_WINDOW = 1 << 20
+#: More than one occurrence per this many bytes is dense: the wheel stops for that needle.
+_DENSE = 64
 
 
 #: Whether to use the ``ahocorasick_rs`` wheel when it can be imported (tests turn it off
