@@ -264,3 +264,16 @@ def test_cached_timestamps_are_the_parsed_ones() -> None:
     assert cold == warm == [spec._timestamp_millis(value) for value in values]
     second = int(datetime(2026, 11, 29, 15, 47, 55, tzinfo=timezone.utc).timestamp()) * 1000
     assert cold[:4] == [second + 123, second, second + 100, second + 120]
+
+
+def test_without_the_wheel_find_does_it(tricky: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ahocorasick_rs (plain `pip install hvdlog`): the find loop, the same documents."""
+
+    def missing() -> None:
+        raise ImportError("No module named 'ahocorasick_rs'")
+
+    monkeypatch.setattr(files, "_accelerator", missing)
+    monkeypatch.setattr(files, "_ACCELERATED", True)
+    assert all(finder._searcher is None for finder in files._finders([b'"error"', b"boom"]))
+    assert files._ACCELERATED is False
+    assert list(FileSource([tricky]).search(SPECS["error"])) == _plain(tricky, SPECS["error"])
