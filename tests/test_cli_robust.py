@@ -374,6 +374,8 @@ def test_unexpected_error_is_one_sentence_and_debug_shows_the_traceback(tmp_path
     broken = tmp_path / "patterns"
     broken.write_text("THIS is not ( a pattern file\n")
     write_events(tmp_path / "j" / "h" / "rank-0.jsonl", GOOD)
+    # A native capture: its parser needs the patterns (our JSON events alone never load them).
+    (tmp_path / "j" / "h" / "rank-0.stdout.log").write_text("a plain line\n")
     env = {**ENV, "HVDLOG_PATTERNS": str(broken)}
     plain = subprocess.run([*HVDLOG, "grep", str(tmp_path / "j")], capture_output=True, text=True, env=env, timeout=60, check=False)
     assert plain.returncode == 2 and "Traceback" not in plain.stderr, plain.stderr

@@ -16,16 +16,16 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 
 from hvdlog.documents import Document
 from hvdlog.fields import PARSE_FAILURE_TAG
-from hvdlog.parse.arrival import split_arrival
 from hvdlog.parse.jsonl import APP_DATASET, TooDeepError, decode_event, event_builder, event_builders, nest
-from hvdlog.parse.launcher import TagSplitter, path_fields, strip_tag
-from hvdlog.parse.native import Chatter, NativeParser
+
+if TYPE_CHECKING:
+    from hvdlog.parse.native import Chatter, NativeParser
 
 __all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
 
@@ -77,42 +77,29 @@ def parse_lines(
         size: job size, for the oldest stall format (``[ready ranks: ...]``).
         parser: share one native parser across files (what :func:`parse_paths` does).
     """
-    native = parser or NativeParser(timezone=timezone, chatter=chatter, size=size)
-    base: dict[str, Any] = {}
     if path is not None:
         path = os.fspath(path)
+        if _EVENTS_FILE.search(path) is not None:
+            # Our events files hold JSON: the native parser has nothing to do, and is loaded
+            # only to check its options, or to close a shared one as every file does.
+            if parser is None and (timezone is not None or chatter != "keep"):
+                _native_parser(timezone, chatter, size)
+            yield from _events(lines, path)
+            if parser is not None:
+                yield from parser.close()
+            return
+    from hvdlog.parse.arrival import split_arrival
+    from hvdlog.parse.launcher import TagSplitter, path_fields, strip_tag
+
+    native = parser or _native_parser(timezone, chatter, size)
+    base: dict[str, Any] = {}
+    if path is not None:
         base = {"log.file.path": path, **path_fields(path)}
-    # Our events files hold JSON; a rank's stdout/stderr capture never does (a JSON-looking
-    # print stays a print, as in Logstash's native pipeline); elsewhere (stdin, a console
-    # capture) a line that decodes to a JSON object is taken as one of our events.
+    # A rank's stdout/stderr capture never holds our JSON events (a JSON-looking print stays
+    # a print, as in Logstash's native pipeline); elsewhere (stdin, a console capture) a line
+    # that decodes to a JSON object is taken as one of our events.
     splitter = TagSplitter()
-    events_file = path is not None and _EVENTS_FILE.search(path) is not None
-    sniff_json = events_file or "horovod.launcher.stream" not in base
-    if events_file:
-        # Most of the volume: decode_event inlined here (a generator level costs per line).
-        # orjson reads the bytes as they are; one generated builder per key set.
-        loads = orjson.loads
-        decode_error = orjson.JSONDecodeError
-        builders = event_builders(with_path=True)
-        for raw in lines:
-            try:
-                flat = loads(raw)
-            except decode_error:
-                flat = None
-            if type(flat) is dict:
-                keys = tuple(flat)
-                build = builders.get(keys) or event_builder(keys, with_path=True)
-                try:
-                    doc: Document | None = build(flat, path)
-                except TooDeepError:
-                    doc = None
-                if doc is not None:
-                    yield doc
-                    continue
-            doc = _unparsed_event(decode_line(raw), base)
-            if doc is not None:
-                yield doc
-        lines = ()  # what follows only flushes the (shared) native parser, as after any file
+    sniff_json = "horovod.launcher.stream" not in base
     for raw in lines:
         line, arrival = split_arrival(decode_line(raw))
         if sniff_json and line[:1] == "{":
@@ -133,6 +120,45 @@ def parse_lines(
     for payload, tag in splitter.close():
         yield from native.feed(payload, {**base, **tag} if tag else base)
     yield from native.close()
+
+
+def _native_parser(timezone: str | None, chatter: Chatter, size: int | None) -> NativeParser:
+    from hvdlog.parse.native import NativeParser
+
+    return NativeParser(timezone=timezone, chatter=chatter, size=size)
+
+
+def _events(lines: Iterable[bytes | str], path: str) -> Iterator[Document]:
+    """The documents of an events file's lines: one per JSON object, other lines kept raw.
+
+    Most of the volume: decode_event inlined here (a generator level costs per line);
+    orjson reads the bytes as they are; one generated builder per key set."""
+    base: dict[str, Any] | None = None
+    loads = orjson.loads
+    decode_error = orjson.JSONDecodeError
+    builders = event_builders(with_path=True)
+    for raw in lines:
+        try:
+            flat = loads(raw)
+        except decode_error:
+            flat = None
+        if type(flat) is dict:
+            keys = tuple(flat)
+            build = builders.get(keys) or event_builder(keys, with_path=True)
+            try:
+                doc: Document | None = build(flat, path)
+            except TooDeepError:
+                doc = None
+            if doc is not None:
+                yield doc
+                continue
+        if base is None:  # the raw-line fields only when a line is not a JSON object
+            from hvdlog.parse.launcher import path_fields
+
+            base = {"log.file.path": path, **path_fields(path)}
+        doc = _unparsed_event(decode_line(raw), base)
+        if doc is not None:
+            yield doc
 
 
 def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
@@ -163,7 +189,7 @@ def parse_paths(
     Same options as :func:`parse_lines`. One native parser serves all files, so a job size
     learned from rank 0's log applies to the others.
     """
-    native = NativeParser(timezone=timezone, chatter=chatter, size=size)
+    native = _native_parser(timezone, chatter, size)
     for name in iter_files(paths):
         if name == STDIN:
             yield from parse_lines(stdin or sys.stdin.buffer, parser=native)

@@ -30,6 +30,8 @@ _Key = tuple[Any, int, str, str]
 
 def _key(doc: Document) -> _Key | None:
     """(job, rank, short exception type, message) of an exception document; None for anything else."""
+    if "error" not in doc and "error.type" not in doc:  # most documents: what get_field would say, sooner
+        return None
     error_type, rank = get_field(doc, "error.type"), doc.get("rank")
     if not isinstance(error_type, str) or not isinstance(rank, int) or isinstance(rank, bool):
         return None
@@ -57,8 +59,11 @@ def drop_echoes(docs: Iterable[Document], window: float = ECHO_WINDOW_S) -> Iter
     held: deque[list[Any]] = deque()  # [doc, key or None, millis, dropped]
     waiting = 0
     for doc in docs:
-        millis = timestamp_millis(doc.get("@timestamp"))
         key = _key(doc)
+        if key is None and not held:
+            yield doc  # the common case: no exception, nothing held back (its time is not needed)
+            continue
+        millis = timestamp_millis(doc.get("@timestamp"))
         if key is not None and _is_event(doc):
             events.setdefault(key, []).append(millis)
             for entry in held:

@@ -187,8 +187,29 @@ def _minute_millis(prefix: str) -> int:
     return int(datetime.fromisoformat(prefix).replace(tzinfo=timezone.utc).timestamp()) * 1000
 
 
+#: Epoch ms of the ``YYYY-MM-DDTHH:MM:SS`` prefixes of canonical timestamps already seen
+#: (a log spans few seconds per event): the hot path of :func:`timestamp_millis`.
+_SECOND_MILLIS: dict[str, int] = {}
+_MAX_SECONDS: Final = 65536
+
+
 def timestamp_millis(value: object) -> int | None:
     """Milliseconds since the epoch of an ``@timestamp`` value (ISO string or epoch millis)."""
+    if type(value) is str:
+        # The hot path: a canonical time whose second was seen before. Same result as
+        # below: the prefix passed _CANONICAL then, and the rest is checked as it would be.
+        second = _SECOND_MILLIS.get(value[:19])
+        if second is not None:
+            rest = value[19:]
+            if rest == "Z":
+                return second
+            digits = rest[1:-1]
+            if rest[:1] == "." and rest[-1:] == "Z" and digits.isdecimal():  # isdecimal: what \d matches
+                return second + int(digits[:3].ljust(3, "0"))
+    return _timestamp_millis(value)
+
+
+def _timestamp_millis(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -196,8 +217,12 @@ def timestamp_millis(value: object) -> int | None:
     if not isinstance(value, str):
         return None
     try:
-        if _CANONICAL.match(value):  # our writer's form: 2026-11-29T15:47:55.123456Z, the hot path
-            return _minute_millis(value[:16]) + int(value[17:19]) * 1000 + int(value[20:-1][:3].ljust(3, "0"))
+        if _CANONICAL.match(value):  # our writer's form: 2026-11-29T15:47:55.123456Z
+            second = _minute_millis(value[:16]) + int(value[17:19]) * 1000
+            if len(_SECOND_MILLIS) >= _MAX_SECONDS:
+                _SECOND_MILLIS.clear()
+            _SECOND_MILLIS[value[:19]] = second
+            return second + int(value[20:-1][:3].ljust(3, "0"))
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=timezone.utc)
