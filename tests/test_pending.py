@@ -168,3 +168,24 @@ def test_stalls_blames_only_what_others_wait_for() -> None:
     quiet = [_report(0, 10, operation="allreduce", tensors=["allreduce.metric"]), _report(1, 10, operation="allreduce", unsubmitted_tensors=["allreduce.a"])]
     (episode,) = stall_episodes(quiet)
     assert episode.unsubmitted_tensors == [] and episode.unsubmitted_ranks == []
+
+
+def test_a_hung_rank_that_moves_on_into_the_allreduce_stays_the_culprit() -> None:
+    """Rank 1 hangs outside any collective (first report: no operation); its watchdog's repeat
+    report, made after it woke and entered the step's allreduce under load, does not turn it
+    into a waiting rank: rank 1 is still the one missing, rank 0 the one waiting."""
+    from hvdlog.query.stalls import stall_episodes
+
+    docs = [
+        _report(0, 10, operation="_DistributedOptimizer.step > synchronize", tensors=["allreduce.a"]),
+        _report(1, 10),
+        _report(0, 12, operation="_DistributedOptimizer.step > synchronize", tensors=["allreduce.a"]),
+        _report(1, 12, operation="_DistributedOptimizer.step > synchronize", tensors=["allreduce.a"]),
+    ]
+    for doc in docs:
+        doc["size"] = 2
+    (episode,) = stall_episodes(docs)
+    assert episode.missing_ranks == [1] and episode.waiting_ranks == [0], episode.to_json()
+    # A rank that was waiting from its first report stays a waiting rank.
+    (episode,) = stall_episodes([docs[0], _report(1, 10, operation="allreduce") | {"size": 2}])
+    assert episode.waiting_ranks == [0, 1]

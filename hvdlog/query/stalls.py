@@ -130,7 +130,12 @@ def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
     episode._stalled.add(rank)
     episode._waits.setdefault(rank, set()).update(names_in(get_field(doc, "horovod.stall.tensors")))
     episode._unsubmitted.setdefault(rank, {}).update(dict.fromkeys(names_in(get_field(doc, "horovod.stall.unsubmitted_tensors"))))
-    if operation := get_field(doc, "horovod.stall.operation"):
+    operation = get_field(doc, "horovod.stall.operation")
+    if operation and rank in episode._culprits:
+        # It stalled outside any collective (its first report); a later report from inside one
+        # is the same rank having moved on into the step's allreduce, not a rank that waits.
+        return
+    if operation:
         if rank not in episode.waiting_ranks:
             episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
         if isinstance(operation, str) and operation not in episode.operations:
