@@ -7,9 +7,9 @@ formats exceptions, redacts secrets and renders with orjson — all in one call.
 
 The hot path (:meth:`EcsJsonRenderer.render`) splices bytes instead of serialising the
 whole event each time: the static fields are rendered (and checked for secrets) once, at
-configuration; the timestamp's date part once a second; per event only the message and the
-event's own fields (bound context + call fields) go through orjson, and only those bytes are
-searched for secrets. The line is byte for byte what serialising the whole event dict gives
+configuration; the bound step context once per binding; the timestamp's date part once a
+second; per event only the message (when new) and the call's own fields go through orjson,
+and only those bytes are searched for secrets. The line is byte for byte what serialising the whole event dict gives
 (:meth:`EcsJsonRenderer.render_event`, the general path, still used for whatever the splice
 does not cover: keys that collide with static fields, values orjson refuses,
 over-long lines).
@@ -94,6 +94,9 @@ class UtcClock:
 _THOUSANDS = [f"{n:03d}" for n in range(1000)]
 _THOUSANDS_B = [f"{n:03d}".encode() for n in range(1000)]
 _HEAD_KEYS = ("@timestamp", "log.level", "message")
+_HEAD = b'{"@timestamp":"'
+#: Where the timestamp's text sits in a spliced line: after _HEAD, ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+_STAMP = slice(len(_HEAD), len(_HEAD) + len("2026-01-01T00:00:00.000000Z"))
 #: What follows the timestamp's digits, up to the message's value, per level.
 _LEVEL_JSON = {level: b'Z","log.level":' + orjson.dumps(level) + b',"message":' for level in {*METHOD_LEVELS.values(), "trace"}}
 _UNPLANNED = object()
@@ -296,7 +299,7 @@ class EcsJsonRenderer:
         if not start <= now < end:
             start = now - now % 1_000_000_000
             end = start + 1_000_000_000
-            head = b'{"@timestamp":"' + time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(start // 1_000_000_000)).encode()
+            head = _HEAD + time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(start // 1_000_000_000)).encode()
             self._second_head = (start, end, head)
         micros = (now - start) // 1000  # below 10**6: small-int arithmetic from here
         if len(tail_json) > 3:  # then the tail without its '{'
@@ -314,7 +317,7 @@ class EcsJsonRenderer:
                 line = redactor.json_line(line)
         if self.console is not None:  # rank 0's terminal: the fields of a human line
             step = tail.get("step", (bound or _EMPTY).get("step"))
-            self.console({"@timestamp": line[15:42].decode(), "log.level": level, "message": message, "rank": self.static.get("rank"), "step": step})
+            self.console({"@timestamp": line[_STAMP].decode(), "log.level": level, "message": message, "rank": self.static.get("rank"), "step": step})
         return line
 
     def _see_bound(self, bound: Event | None) -> _Binding:

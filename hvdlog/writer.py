@@ -212,11 +212,11 @@ class RankFileWriter:
         """Write whole lines in as few writes as rotation allows (rotation falls between lines)."""
         ok = True
         batch: list[bytes] = []
-        room = self._room if self.max_bytes else -1
+        room = self._room  # _NO_LIMIT without a size limit
         for line in lines:
             batch.append(line)
             room -= len(line)
-            if self.max_bytes and room <= 0:
+            if room <= 0:
                 ok = self.write(b"".join(batch)) and ok
                 batch, room = [], self._room
         if batch:
