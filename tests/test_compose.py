@@ -11,6 +11,8 @@ creates).
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import os
 import re
@@ -72,18 +74,29 @@ def _open_dir(prefix: str) -> Path:
 
 @pytest.fixture(name="assets", scope="module")
 def fixture_assets() -> Iterator[Path]:
-    """/assets of the setup service, laid out as compose mounts it: setup/roles, elasticsearch/, kibana/."""
+    """/assets of the setup service, laid out as compose mounts it: setup/roles, elasticsearch/, kibana/.
+    Copies, not links: the checkout may sit under a directory uid 1000 cannot traverse."""
     root = _open_dir("hvdlog-assets-")
     for name, source in (("roles", REPO / "setup" / "roles"), ("elasticsearch", REPO / "elasticsearch"), ("kibana", REPO / "kibana")):
-        (root / name).symlink_to(source)
+        shutil.copytree(source, root / name)
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+@functools.cache
+def _setup_script() -> Path:
+    """setup/setup.sh as the service sees it (compose mounts setup/ at /setup), copied once to a
+    directory uid 1000 can traverse wherever the checkout is (a clone under a 0700 directory too)."""
+    root = _open_dir("hvdlog-setup-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    shutil.copytree(REPO / "setup", root / "setup")
+    return root / "setup" / "setup.sh"
 
 
 def run_setup(*steps: str, env: dict[str, str], assets: Path | None = None) -> subprocess.CompletedProcess[str]:
     """setup/setup.sh as the setup service runs it: bash + curl, as uid 1000 group 0 (the
     service's `user`), with nothing of the environment but what compose passes."""
-    command = ["bash", str(SETUP_SH), *steps]
+    command = ["bash", str(_setup_script()), *steps]
     if os.geteuid() == 0:
         command = ["setpriv", "--reuid=1000", "--regid=0", "--clear-groups", *command]
     full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/tmp", **({"HVDLOG_ASSETS": str(assets)} if assets else {}), **env}
