@@ -233,7 +233,7 @@ def worker(url: str, rank: int) -> None:
 def es_bench(args: argparse.Namespace) -> list[str]:
     """Index (or reuse) the corpus, then time the grep query through each client tree, interleaved."""
     sys.path.insert(0, str(REPO / "tests"))
-    from harness.elasticsearch import ElasticsearchServer
+    from support.elasticsearch import ElasticsearchServer
 
     with contextlib.ExitStack() as stack:
         url = args.es_url

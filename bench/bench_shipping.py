@@ -111,7 +111,7 @@ def elasticsearch_rate(events: int) -> dict[str, float]:
     from elasticsearch import Elasticsearch, helpers
 
     sys.path.insert(0, str(REPO / "tests"))
-    from harness.elasticsearch import ElasticsearchServer
+    from support.elasticsearch import ElasticsearchServer
 
     with ElasticsearchServer() as server:
         subprocess.run(["hvdlog", "install", "--es", server.url, "--namespace", "bench"], check=True, capture_output=True, timeout=300)

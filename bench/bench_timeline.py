@@ -91,10 +91,11 @@ def job_part(steps: int, rounds: int) -> None:
 
 
 def micro_part() -> None:
-    from hvdlog.resources import ResourceSampler
-    from hvdlog.timeline.analysis import _Builder, summarise
-    from hvdlog.timeline.export import documents, export_line
-    from hvdlog.timeline.reader import read_events
+    from hvdlog.runtime.resource_sampler import ResourceSampler
+    from hvdlog.timeline.analysis import summarise
+    from hvdlog.timeline_format.documents import documents, export_line
+    from hvdlog.timeline_format.reader import read_events
+    from hvdlog.timeline_format.records import RecordBuilder
 
     sampler = ResourceSampler(lambda *_: None, 1.0)
     sampler.sample()
@@ -110,7 +111,7 @@ def micro_part() -> None:
     started = time.perf_counter()
     events = list(read_events(io.BytesIO(big)))
     read_s = time.perf_counter() - started
-    builder = _Builder()
+    builder = RecordBuilder()
     started = time.perf_counter()
     records = [r for e in events for r in builder.feed(e)]
     summarise(records)

@@ -21,33 +21,33 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
-    from hvdlog.config import Configuration as Configuration
-    from hvdlog.config import configure as configure
-    from hvdlog.config import default_job_id as default_job_id
-    from hvdlog.config import get_logger as get_logger
-    from hvdlog.config import refresh_rank as refresh_rank
-    from hvdlog.config import shutdown as shutdown
-    from hvdlog.context import bind as bind
-    from hvdlog.context import bind_step as bind_step
-    from hvdlog.context import mark_progress as mark_progress
-    from hvdlog.context import step as step
-    from hvdlog.context import unbind as unbind
+    from hvdlog.runtime.config import Configuration as Configuration
+    from hvdlog.runtime.config import configure as configure
+    from hvdlog.runtime.config import default_job_id as default_job_id
+    from hvdlog.runtime.config import get_logger as get_logger
+    from hvdlog.runtime.config import refresh_rank as refresh_rank
+    from hvdlog.runtime.config import shutdown as shutdown
+    from hvdlog.runtime.context import bind as bind
+    from hvdlog.runtime.context import bind_step as bind_step
+    from hvdlog.runtime.context import mark_progress as mark_progress
+    from hvdlog.runtime.context import step as step
+    from hvdlog.runtime.context import unbind as unbind
 
 __version__ = "0.1.0"
 
 #: public name -> the module that defines it; imported on first access.
 _LAZY: dict[str, str] = {
-    "Configuration": "hvdlog.config",
-    "configure": "hvdlog.config",
-    "default_job_id": "hvdlog.config",
-    "get_logger": "hvdlog.config",
-    "refresh_rank": "hvdlog.config",
-    "shutdown": "hvdlog.config",
-    "bind": "hvdlog.context",
-    "bind_step": "hvdlog.context",
-    "mark_progress": "hvdlog.context",
-    "step": "hvdlog.context",
-    "unbind": "hvdlog.context",
+    "Configuration": "hvdlog.runtime.config",
+    "configure": "hvdlog.runtime.config",
+    "default_job_id": "hvdlog.runtime.config",
+    "get_logger": "hvdlog.runtime.config",
+    "refresh_rank": "hvdlog.runtime.config",
+    "shutdown": "hvdlog.runtime.config",
+    "bind": "hvdlog.runtime.context",
+    "bind_step": "hvdlog.runtime.context",
+    "mark_progress": "hvdlog.runtime.context",
+    "step": "hvdlog.runtime.context",
+    "unbind": "hvdlog.runtime.context",
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure a JDK (javac) is present: the grok tests compile tests/grok/GrokHarness.java
+# Makes sure a JDK (javac) is present: the grok tests compile tests/support/grok/GrokHarness.java
 # against the Elasticsearch grok jars. Idempotent; prints nothing on stdout.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

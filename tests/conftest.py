@@ -13,7 +13,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from harness.elasticsearch import ElasticsearchServer  # noqa: E402
+from support.elasticsearch import ElasticsearchServer  # noqa: E402
 
 # Horovod prints local time without a zone: pin it so golden files are stable.
 os.environ["TZ"] = "UTC"

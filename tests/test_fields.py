@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hvdlog import fields_doc
+from hvdlog.elastic.generate import FIELDS_DOC, generated_files, sample_events
 from hvdlog.fields import FIELDS, FIELDS_BY_NAME, HOROVOD_LEVEL_LETTERS, LEVELS
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "fields.md"
+REPO = Path(__file__).resolve().parent.parent
+DOC = REPO / FIELDS_DOC
 
 ES_TYPES = {"date", "text", "keyword", "long", "integer", "double", "boolean", "flattened"}
 
@@ -35,12 +36,12 @@ class TestContract:
 
 
 def test_docs_fields_md_is_fresh() -> None:
-    """docs/fields.md equals what `python -m hvdlog.fields_doc` renders now."""
-    assert DOC.read_text() == fields_doc.render(), "stale: run `python -m hvdlog.fields_doc > docs/fields.md`"
+    """docs/fields.md equals what `python -m hvdlog.elastic.generate` renders now."""
+    assert DOC.read_text() == generated_files(REPO)[FIELDS_DOC], "stale: run `python -m hvdlog.elastic.generate`"
 
 
 def test_one_sample_per_dataset() -> None:
     """Every dataset has a golden sample event to show in the docs."""
     from hvdlog.fields import DATASETS
 
-    assert set(fields_doc.sample_events()) == set(DATASETS)
+    assert set(sample_events(REPO / "tests" / "corpus")) == set(DATASETS)

@@ -12,11 +12,11 @@ import click
 from hvdlog.cli.options import Run, source_options, warn
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.cli.text import sentence
-from hvdlog.documents import Document
+from hvdlog.documents import Document, sort_key
 from hvdlog.fields import LEVELS
 from hvdlog.query.echoes import drop_echoes
 from hvdlog.query.source import Source, SourceError
-from hvdlog.query.spec import Filter, FilterError, sort_key
+from hvdlog.query.spec import Filter, FilterError
 
 __all__ = ["grep"]
 

@@ -6,9 +6,9 @@ import click
 
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.pending import summarize
 from hvdlog.query.spec import format_ranks
 from hvdlog.query.stalls import find_stalls
+from hvdlog.runtime.pending import summarize
 
 __all__ = ["stalls"]
 

@@ -46,9 +46,9 @@ def timeline(run: Run, timelines: tuple[str, ...], top: int, export_to: str | No
 def _export(run: Run, timelines: tuple[str, ...], target: str) -> None:
     """Every timeline found (or given) as NDJSON documents; job and host from our layout, else --job."""
     from hvdlog.query.files import FileSource
-    from hvdlog.timeline.analysis import negotiations_and_runs
     from hvdlog.timeline.discover import find_timelines
-    from hvdlog.timeline.export import documents, export_line, job_and_host
+    from hvdlog.timeline_format.documents import documents, export_line, job_and_host
+    from hvdlog.timeline_format.records import negotiations_and_runs
 
     groups = find_timelines([p for s in run.sources if isinstance(s, FileSource) for p in s.paths])
     if timelines:

@@ -15,8 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-from hvdlog.documents import Document, get_field
-from hvdlog.query.spec import job_of, timestamp_millis
+from hvdlog.documents import Document, get_field, job_of, timestamp_millis
 
 __all__ = ["ECHO_WINDOW_S", "drop_echoes"]
 

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from hvdlog.documents import Document
+from hvdlog.documents import Document, sort_key
 from hvdlog.elastic.connection import Credentials, ElasticsearchError, connect, errors, mask_credentials
 from hvdlog.query.es_query import SORT, to_query
 from hvdlog.query.source import SourceError, Warn, stderr_warn
-from hvdlog.query.spec import Filter, sort_key
+from hvdlog.query.spec import Filter
 
 __all__ = ["DEFAULT_INDEX", "ElasticsearchSource"]
 

@@ -19,7 +19,7 @@ from hvdlog.query.spec import PATTERN_FIELDS, Condition, Filter, RankSet
 
 __all__ = ["SORT", "pattern_clauses", "to_query"]
 
-#: Sort of every search: the order :func:`hvdlog.query.spec.sort_key` defines.
+#: Sort of every search: the order :func:`hvdlog.documents.sort_key` defines.
 SORT: Final = [
     {"@timestamp": {"order": "asc", "missing": "_first", "unmapped_type": "date"}},
     {"rank": {"order": "asc", "missing": "_first", "unmapped_type": "integer"}},

@@ -28,10 +28,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from hvdlog.documents import Document, get_field
+from hvdlog.documents import Document, get_field, job_of, sort_key
 from hvdlog.fields import level_at_least
 from hvdlog.query.echoes import drop_echoes
-from hvdlog.query.spec import MAX_JOB_SIZE, PATTERN_FIELDS, Condition, job_of, sort_key
+from hvdlog.query.spec import MAX_JOB_SIZE, PATTERN_FIELDS, Condition
 from hvdlog.query.stalls import names_in, ranks_in
 from hvdlog.query.summary import one_line
 

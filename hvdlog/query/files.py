@@ -33,12 +33,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from hvdlog.documents import Document
+from hvdlog.documents import Document, sort_key
 from hvdlog.fields import LEVELS, PARSE_FAILURE_TAG
 from hvdlog.layout import path_rank, walk
 from hvdlog.parse import parse_lines
 from hvdlog.query.source import SourceError, Warn, stderr_warn
-from hvdlog.query.spec import Filter, sort_key
+from hvdlog.query.spec import Filter
 
 __all__ = ["FileSource", "discover", "path_rank"]
 

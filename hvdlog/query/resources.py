@@ -11,8 +11,8 @@ import statistics
 from collections.abc import Iterable
 from typing import Any, Final
 
-from hvdlog.documents import Document, get_field
-from hvdlog.query.spec import Condition, job_of
+from hvdlog.documents import Document, get_field, job_of
+from hvdlog.query.spec import Condition
 
 __all__ = ["RESOURCE_EVENTS", "attach", "figures", "is_resources", "short"]
 

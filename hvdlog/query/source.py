@@ -1,7 +1,7 @@
 """The one interface every place events come from implements, and merging several of them.
 
 A source yields nested documents (the shape Elasticsearch stores) that match a
-:class:`~hvdlog.query.spec.Filter`, in :func:`~hvdlog.query.spec.sort_key` order, so the
+:class:`~hvdlog.query.spec.Filter`, in :func:`~hvdlog.documents.sort_key` order, so the
 CLI never knows whether it reads files or Elasticsearch. A source that cannot deliver at all
 raises :class:`SourceError`; one that loses only part of its input (an unreadable file)
 reports it through ``on_warning`` and goes on.
@@ -10,16 +10,16 @@ reports it through ``on_warning`` and goes on.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from hvdlog.documents import Document
-from hvdlog.query.spec import Filter, sort_key
+from hvdlog.documents import sort_key
+from hvdlog.query.spec import Filter
+from hvdlog.types import Document, Warn
 
 __all__ = ["Source", "SourceError", "Warn", "merged", "stderr_warn"]
 
 #: Callback for partial failures: one sentence, printed on stderr by the CLI.
-Warn = Callable[[str], None]
 
 
 class SourceError(RuntimeError):

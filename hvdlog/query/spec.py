@@ -25,17 +25,14 @@ Semantics:
 from __future__ import annotations
 
 import bisect
-import functools
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
-from hvdlog.documents import get_field
+from hvdlog.documents import floor_millis, get_field, timestamp_millis
 from hvdlog.fields import LEVELS, level_at_least
-from hvdlog.layout import tree_of
 
 __all__ = [
     "MAX_JOB_SIZE",
@@ -46,18 +43,14 @@ __all__ = [
     "FilterError",
     "RankSet",
     "format_ranks",
-    "job_of",
     "parse_ranks",
     "parse_steps",
     "parse_time",
-    "sort_key",
-    "timestamp_millis",
 ]
 
 #: The fields a PATTERN is searched in.
 PATTERN_FIELDS: Final = ("message", "error.message", "error.stack_trace")
 
-_CANONICAL: Final = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\Z")
 _RELATIVE: Final = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d)$")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -181,87 +174,6 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
-@functools.lru_cache(maxsize=4096)
-def _minute_millis(prefix: str) -> int:
-    """Epoch ms of a ``YYYY-MM-DDTHH:MM`` UTC prefix (cached: a log spans few minutes)."""
-    return int(datetime.fromisoformat(prefix).replace(tzinfo=timezone.utc).timestamp()) * 1000
-
-
-#: Epoch ms of the ``YYYY-MM-DDTHH:MM:SS`` prefixes of canonical timestamps already seen
-#: (a log spans few seconds per event): the hot path of :func:`timestamp_millis`.
-_SECOND_MILLIS: dict[str, int] = {}
-_MAX_SECONDS: Final = 65536
-
-
-def timestamp_millis(value: object) -> int | None:
-    """Milliseconds since the epoch of an ``@timestamp`` value (ISO string or epoch millis)."""
-    if type(value) is str:
-        # The hot path: a canonical time whose second was seen before. Same result as
-        # below: the prefix passed _CANONICAL then, and the rest is checked as it would be.
-        second = _SECOND_MILLIS.get(value[:19])
-        if second is not None:
-            rest = value[19:]
-            if rest == "Z":
-                return second
-            digits = rest[1:-1]
-            if rest[:1] == "." and rest[-1:] == "Z" and digits.isdecimal():  # isdecimal: what \d matches
-                return second + int(digits[:3].ljust(3, "0"))
-    return _timestamp_millis(value)
-
-
-def _timestamp_millis(value: object) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return int(value) if math.isfinite(value) else None
-    if not isinstance(value, str):
-        return None
-    try:
-        if _CANONICAL.match(value):  # our writer's form: 2026-11-29T15:47:55.123456Z
-            second = _minute_millis(value[:16]) + int(value[17:19]) * 1000
-            if len(_SECOND_MILLIS) >= _MAX_SECONDS:
-                _SECOND_MILLIS.clear()
-            _SECOND_MILLIS[value[:19]] = second
-            return second + int(value[20:-1][:3].ljust(3, "0"))
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=timezone.utc)
-        return _floor_millis(parsed)
-    except (ValueError, OverflowError):  # not a date, or one no calendar holds (month 13, year 0)
-        return None
-
-
-def _floor_millis(parsed: datetime) -> int:
-    """Truncate to the millisecond exactly like Elasticsearch's ``date`` type does."""
-    whole = parsed.replace(microsecond=0)
-    return int(whole.timestamp()) * 1000 + parsed.microsecond // 1000
-
-
-def job_of(doc: Mapping[str, Any]) -> str | None:
-    """Which job a document belongs to: ``job``, else its ``--output-filename`` tree, else its file."""
-    if job := doc.get("job"):
-        return str(job)
-    path = get_field(doc, "log.file.path")
-    if not isinstance(path, str):
-        return None
-    return tree_of(path) or path
-
-
-def sort_key(doc: Mapping[str, Any]) -> tuple[int, int]:
-    """The order every source yields: ``@timestamp`` (ms), then ``rank``; untimed documents first.
-
-    Untimed documents (a console without timestamps, Horovod before 0.16) all share one key,
-    so a stable sort keeps them in the order they were read: their position is the only
-    order they have (files keep it exactly; Elasticsearch returns them by rank, then in
-    ingestion order).
-    """
-    millis = timestamp_millis(doc.get("@timestamp"))
-    if millis is None:
-        return (-(2**62), -1)
-    rank = doc.get("rank")
-    return (millis, rank if isinstance(rank, int) else -1)
-
-
 @dataclass(frozen=True, slots=True)
 class Condition:
     """One clause of ``any_of``: a field exists, equals one of ``values``, or a level minimum."""
@@ -312,12 +224,12 @@ class Filter:
     @property
     def since_millis(self) -> int | None:
         """Lower time bound in epoch ms."""
-        return _floor_millis(self.since) if self.since else None
+        return floor_millis(self.since) if self.since else None
 
     @property
     def until_millis(self) -> int | None:
         """Upper time bound in epoch ms."""
-        return _floor_millis(self.until) if self.until else None
+        return floor_millis(self.until) if self.until else None
 
     def matches(self, doc: Mapping[str, Any]) -> bool:
         """The definition of a match, shared by every source."""

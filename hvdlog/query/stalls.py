@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Final
 
-from hvdlog.documents import Document, get_field
+from hvdlog.documents import Document, get_field, job_of, sort_key, timestamp_millis
 from hvdlog.fields import level_at_least
-from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, job_of, sort_key, timestamp_millis
+from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
 
 __all__ = ["STALL_EVENTS", "StallEpisode", "find_stalls", "names_in", "progress_filter", "ranks_in", "stall_episodes"]
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
-from hvdlog.documents import Document, get_field
-from hvdlog.query.spec import MAX_JOB_SIZE, Condition, job_of, timestamp_millis
+from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.query.spec import MAX_JOB_SIZE, Condition
 
 __all__ = ["STEP_EVENTS", "RankProgress", "stragglers"]
 

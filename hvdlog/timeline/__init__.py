@@ -1,11 +1,12 @@
 """Horovod's timeline, turned into a per-rank answer: who made the collective wait, and how long.
 
-* :mod:`~hvdlog.timeline.reader`: stream the Chrome-trace file as Horovod writes it (cut files too);
-* :mod:`~hvdlog.timeline.analysis`: negotiations, rank readiness, wait caused, phase times;
-* :mod:`~hvdlog.timeline.discover`: find timelines under a job directory by content;
-* :mod:`~hvdlog.timeline.capture`: the training side (``configure(timeline=True)``), bounded on disk.
+The read side only: the file format (reading, records, documents) is shared in
+:mod:`hvdlog.timeline_format`, and the rank's export is :mod:`hvdlog.runtime.timeline_export`.
 
-The reading side imports nothing heavy; the training side imports Horovod only if it is loaded.
+* :mod:`~hvdlog.timeline.analysis`: rank readiness, wait caused, phase times;
+* :mod:`~hvdlog.timeline.discover`: find timelines under a job directory by content;
+* :mod:`~hvdlog.timeline.evidence`: the analysis as straggler evidence;
+* :mod:`~hvdlog.timeline.load`: one job's timeline from files or Elasticsearch.
 
 .. versionadded:: 0.1.0
 """

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hvdlog.layout import parse_path
-from hvdlog.timeline.reader import looks_like_timeline
+from hvdlog.timeline_format.reader import looks_like_timeline
 
 __all__ = ["find_timelines", "job_of_timeline"]
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from hvdlog.documents import Document
-from hvdlog.query.spec import Condition, job_of
+from hvdlog.documents import Document, job_of
+from hvdlog.query.spec import Condition
 from hvdlog.timeline.analysis import TimelineAnalysis, analyse_files, summarise
 from hvdlog.timeline.discover import find_timelines
-from hvdlog.timeline.export import records_from_documents
+from hvdlog.timeline_format.documents import records_from_documents
 
 __all__ = ["NEGOTIATIONS", "from_documents", "from_paths"]
 
-#: The stored documents an analysis needs: one per negotiation (hvdlog/timeline/export.py).
+#: The stored documents an analysis needs: one per negotiation (hvdlog/timeline_format/documents.py).
 NEGOTIATIONS = (Condition("event.action", ("negotiation",)),)
 
 

@@ -1,0 +1,291 @@
+"""Keep each rank's native stdout and stderr in files next to its JSON file.
+
+Horovod's C++ core writes DEBUG/INFO to fd 1 and WARNING+ to fd 2 of each process,
+below Python. We point fds 1 and 2 at pipes read by one small capture process
+(``hvdlog/runtime/tee.py``, stdlib only) that appends to ``rank-N.stdout.log`` /
+``rank-N.stderr.log`` and still writes to the original console, so ``horovodrun``
+shows (and tags) everything as before.
+
+Capture must never break the rank's output:
+
+- the rank keeps its own copy of each pipe's read end, so a write never meets a pipe
+  without a reader (no ``BrokenPipeError``/``SIGPIPE``) even while the tee is dead;
+- a monitor thread sees the tee die (EOF on its status pipe) and starts a new one on the
+  same pipes, which reads what queued up meanwhile; after too many deaths it points
+  fds 1 and 2 back at the console and gives up capturing;
+- the tee reports lines it could not write to its files; the monitor logs them as a
+  ``log_dropped`` event through the rank's own writer.
+
+``stop()`` restores the fds, asks the tee to write out what is already in the pipes and
+waits for its answer (well under a second) — it does not wait for children that still
+hold the pipes: the tee keeps serving them in the background and exits at EOF.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hvdlog.types import Emit
+
+__all__ = ["TEE_SCRIPT", "NativeCapture"]
+
+#: The capture process's script, run by path so it imports nothing of the package.
+TEE_SCRIPT = str(Path(__file__).resolve().with_name("tee.py"))
+
+
+_MAX_RESTARTS = 5  # within _RESTART_WINDOW seconds; more means something is badly wrong
+_RESTART_WINDOW = 30.0
+_RETRY_REPORT = 0.2  # seconds between attempts to log a drop count the JSON file refused
+
+
+@dataclass
+class NativeCapture:
+    """Redirects fds 1 and 2 through one tee process; ``console_fds`` keeps the originals."""
+
+    stdout_path: Path
+    stderr_path: Path
+    max_bytes: int = 0
+    backups: int = 5
+    redact: bool = True
+    emit: Emit | None = None
+    try_emit: Callable[[str, str, dict[str, Any]], bool] | None = None
+    console_fds: dict[int, int] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    restarts: list[float] = field(default_factory=list)
+    _read_ends: dict[int, int] = field(default_factory=dict)
+    _control: int = -1
+    _status: int = -1
+    _stopping: bool = False
+    _flushed: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _pending_drops: dict[str, tuple[int, str]] = field(default_factory=dict)
+    _drops_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> None:
+        """Start the tee and swap the file descriptors (idempotent). Raises OSError when the
+        pipes or the process cannot be made; the fds are then left as they were."""
+        if self.console_fds:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            _flush(stream)
+        consoles: dict[int, int] = {}
+        pipes: dict[int, tuple[int, int]] = {}
+        try:
+            for fd in (1, 2):
+                consoles[fd] = os.dup(fd)
+                pipes[fd] = os.pipe()
+            self.console_fds, self._read_ends = consoles, {fd: ends[0] for fd, ends in pipes.items()}
+            self._spawn()
+        except OSError:
+            self.console_fds, self._read_ends = {}, {}
+            for fd in [*consoles.values(), *(end for ends in pipes.values() for end in ends)]:
+                os.close(fd)
+            raise
+        for fd, (_, write_end) in pipes.items():
+            os.dup2(write_end, fd)
+            os.close(write_end)
+        self._await_ready()
+        with contextlib.suppress(RuntimeError):  # no thread to spare: capture still works, only without restarts and drop reports
+            threading.Thread(target=self._monitor, args=(self.process, self._status), name="hvdlog-capture-monitor", daemon=True).start()
+        # Python's own prints should reach the file line by line, not at exit.
+        for stream in (sys.stdout, sys.stderr):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    reconfigure(line_buffering=True)
+
+    def _spawn(self) -> None:
+        """Start a tee on the existing pipes, with fresh control and status pipes."""
+        control_read, control_write = os.pipe()
+        status_read, status_write = os.pipe()
+        spec = {
+            "stdout_fd": self._read_ends[1], "stderr_fd": self._read_ends[2],
+            "stdout_file": str(self.stdout_path), "stderr_file": str(self.stderr_path),
+            "control_fd": control_read, "status_fd": status_write,
+            "max_bytes": self.max_bytes, "backups": self.backups, "redact": self.redact,
+        }
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", TEE_SCRIPT, json.dumps(spec)],
+                stdin=subprocess.DEVNULL,
+                stdout=self.console_fds[1],
+                stderr=self.console_fds[2],
+                pass_fds=(self._read_ends[1], self._read_ends[2], control_read, status_write),
+                start_new_session=True,  # Ctrl-C and launcher kills reach the rank, not the tee
+            )
+        except OSError:
+            for fd in (control_read, control_write, status_read, status_write):
+                os.close(fd)
+            raise
+        os.close(control_read)
+        os.close(status_write)
+        self._control, self._status = control_write, status_read
+
+    def _await_ready(self, timeout: float = 2.0) -> None:
+        """Wait (bounded) until the tee reads: a line's arrival time is when the tee reads it,
+        so output written while it is still starting would be stamped late."""
+        deadline = time.monotonic() + timeout
+        received = b""
+        while b"\n" not in received and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self._status], [], [], left)
+            if not ready:
+                break
+            chunk = os.read(self._status, 1)  # one byte at a time: leave later messages to the monitor
+            if not chunk:
+                break
+            received += chunk
+
+    def _monitor(self, process: subprocess.Popen[bytes], status: int) -> None:
+        """Follow one tee's status pipe; when it dies, start another (or give up)."""
+        while True:
+            buffered = b""
+            while True:
+                if self._pending_drops and not select.select([status], [], [], _RETRY_REPORT)[0]:
+                    self._report_drops()  # the JSON file may be writable again by now
+                    continue
+                try:
+                    data = os.read(status, 4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                buffered += data
+                *lines, buffered = buffered.split(b"\n")
+                for line in lines:
+                    self._on_status(line.decode("ascii", "replace").split())
+            _close(status)
+            code = process.wait()
+            with self._lock:
+                if self._stopping or code == 0:
+                    return
+                restarted, status = self._restart(code)
+                if restarted is None:
+                    return
+                process = restarted
+
+    def _on_status(self, words: list[str]) -> None:
+        if words[:1] == ["flushed"]:
+            self._flushed.set()
+        elif words[:1] == ["dropped"] and len(words) >= 3 and words[2].isdigit():
+            stream, count, reason = words[1], int(words[2]), (words[3] if len(words) > 3 else "")
+            with self._drops_lock:
+                before, _ = self._pending_drops.get(stream, (0, reason))
+                self._pending_drops[stream] = (before + count, reason)
+        self._report_drops()
+
+    def _report_drops(self) -> None:
+        """Log the capture's drop counts; a count that cannot be written yet (the JSON file is
+        on the same full disk) is kept and added to the next report."""
+        with self._drops_lock:
+            self._report_drops_locked()
+
+    def _report_drops_locked(self) -> None:
+        for stream, (count, reason) in list(self._pending_drops.items()):
+            path = self.stdout_path if stream == "stdout" else self.stderr_path
+            fields = {"event.action": "log_dropped", "event.reason": reason, "log.dropped": count, "horovod.launcher.stream": stream}
+            try:
+                written = self.try_emit is not None and self.try_emit("warning", f"{count} lines of {stream} were not written to {path} ({reason})", fields)
+            except Exception:  # noqa: BLE001 - a report must never break the rank
+                written = False
+            if written:
+                del self._pending_drops[stream]
+
+    def _restart(self, code: int) -> tuple[subprocess.Popen[bytes] | None, int]:
+        """A new tee after the last one died with ``code`` (lock held)."""
+        _close(self._control)
+        how = f"signal {-code}" if code < 0 else f"exit status {code}"
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < _RESTART_WINDOW] + [now]
+        if len(self.restarts) <= _MAX_RESTARTS:
+            try:
+                self._spawn()
+            except OSError as exc:
+                how += f"; cannot start another: {exc}"
+            else:
+                self._report("warning", f"the capture process died ({how}); started a new one", {"event.action": "capture_restarted", "event.reason": how})
+                assert self.process is not None
+                return self.process, self._status
+        stopped = {"event.action": "capture_stopped", "event.reason": how}
+        self._report("error", f"the capture process died ({how}); native output goes to the console only from now on", stopped)
+        self._release()
+        return None, -1
+
+    def _release(self) -> None:
+        """Point fds 1 and 2 back at the console and pass on what is still queued in the pipes."""
+        for fd, console in self.console_fds.items():
+            os.dup2(console, fd)
+        for fd, read_end in self._read_ends.items():
+            os.set_blocking(read_end, False)
+            try:
+                while chunk := os.read(read_end, 65536):
+                    os.write(self.console_fds[fd], chunk)
+            except OSError:
+                pass
+            _close(read_end)
+        self._read_ends.clear()
+
+    def _report(self, level: str, message: str, fields: dict[str, Any]) -> None:
+        emit = self.emit
+        try:
+            if emit is not None:
+                emit(level, message, fields)
+            else:
+                os.write(self.console_fds.get(2, 2), f"hvdlog: {message}\n".encode())
+        except Exception:  # noqa: BLE001, S110 - a report must never break the rank, and has nowhere left to go
+            pass
+
+    def stop(self, timeout: float = 0.8) -> None:
+        """Restore the original fds and have the tee write out what is already in the pipes.
+
+        Returns within ``timeout`` even when children still hold the pipes (the tee keeps
+        serving them and exits when they are done).
+        """
+        if not self.console_fds:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            _flush(stream)
+        with self._lock:
+            self._stopping = True
+            self._flushed.clear()
+            for fd, console in self.console_fds.items():
+                os.dup2(console, fd)
+            process = self.process
+            if process is not None and process.poll() is None and self._read_ends:
+                try:
+                    os.write(self._control, b"flush\n")
+                except OSError:
+                    pass
+                else:
+                    self._flushed.wait(timeout)
+            self._report_drops()
+            for fd in [self._control, *self._read_ends.values(), *self.console_fds.values()]:
+                _close(fd)
+            self._read_ends.clear()
+            self.console_fds.clear()
+            self._control = -1
+
+    def console_fd(self, fd: int) -> int:
+        """The fd that reaches the original console for ``fd`` (itself when not captured)."""
+        return self.console_fds.get(fd, fd)
+
+
+def _flush(stream: Any) -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        stream.flush()
+
+
+def _close(fd: int) -> None:
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)

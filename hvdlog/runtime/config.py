@@ -1,0 +1,340 @@
+"""``hvdlog.configure()``: the one setup call a training script makes.
+
+It decides everything once — file path, static fields, level filter, console sink,
+hooks, native capture, watchdog — so each log call runs a fixed, lean path. Bad
+settings raise here with a plain sentence, never at log time. Callable before and
+after ``hvd.init()``; calling it again replaces the previous configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from hvdlog import layout
+from hvdlog.fields import LEVELS
+from hvdlog.runtime import rank as _rank
+from hvdlog.runtime.capture import NativeCapture
+from hvdlog.runtime.hooks import Hooks
+from hvdlog.runtime.logger import LEVEL_NUMBERS, make_bound_logger_class
+from hvdlog.runtime.pending import track_distributed_optimizers
+from hvdlog.runtime.renderer import EcsJsonRenderer
+from hvdlog.runtime.resource_sampler import ResourceSampler, resources_interval
+from hvdlog.runtime.secrets import Redactor, secret_values
+from hvdlog.runtime.timeline_export import TimelineCapture, timeline_requested
+from hvdlog.runtime.watchdog import StallWatchdog
+from hvdlog.runtime.writer import RankFileWriter, foreign_owner, make_private_dirs
+
+__all__ = ["Configuration", "configure", "default_job_id", "get_logger", "refresh_rank", "shutdown"]
+
+@dataclass
+class Configuration:
+    """What :func:`configure` set up; returned so tests and tools can look."""
+
+    path: Path
+    job: str
+    host: str
+    level: str
+    static: dict[str, Any]
+    writer: RankFileWriter
+    renderer: EcsJsonRenderer
+    hooks: Hooks | None = None
+    capture: NativeCapture | None = None
+    watchdog: StallWatchdog | None = None
+    timeline: TimelineCapture | None = None
+    resources: ResourceSampler | None = None
+
+    def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
+        """Log one event outside structlog (hooks, watchdog, capture): same renderer, same
+        file; never raises."""
+        if LEVEL_NUMBERS.get(level, 20) >= LEVEL_NUMBERS[self.level]:
+            self.writer.write(self.renderer.render_safely(level, message, fields))
+
+    def try_emit(self, level: str, message: str, fields: dict[str, Any]) -> bool:
+        """:meth:`emit` for a caller that keeps the event and retries when it could not be
+        written (the capture's drop counts): False then, and not counted as dropped."""
+        return self.writer.write(self.renderer.render_safely(level, message, fields), count_drop=False)
+
+    def dropped_note(self, count: int, reason: str) -> bytes:
+        """The ``log_dropped`` line the writer puts before the first line that gets through."""
+        return self.renderer.render_safely(
+            "warning",
+            f"{count} log lines were dropped ({reason})",
+            {"event.action": "log_dropped", "event.reason": reason, "log.dropped": count},
+        )
+
+
+_current: Configuration | None = None
+
+# One renderer and one writer per process, re-pointed by each configure(): structlog
+# caches bound loggers on first use, and those must follow a reconfiguration.
+_WRITER = RankFileWriter()
+_RENDERER = EcsJsonRenderer({})
+
+
+def default_job_id(env: dict[str, str] | None = None, script: str | None = None) -> str:
+    """A job id every rank of one launch agrees on without talking to the others.
+
+    ``HVDLOG_JOB`` wins; else the scheduler's or launcher's job id (Slurm, PMIx/Open MPI,
+    the Gloo rendezvous port); else the script name and the start minute.
+    """
+    env = dict(os.environ) if env is None else env
+    if env.get("HVDLOG_JOB"):
+        return layout.safe_job_id(env["HVDLOG_JOB"])
+    stem = Path(script or (sys.argv[0] if sys.argv and sys.argv[0] else "python")).stem.lstrip("-.") or "python"
+    for key in ("SLURM_JOB_ID", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "HOROVOD_GLOO_RENDEZVOUS_PORT"):
+        if env.get(key):
+            return layout.safe_job_id(f"{stem}-{time.strftime('%Y%m%d')}-{env[key]}")
+    return layout.safe_job_id(f"{stem}-{time.strftime('%Y%m%d-%H%M')}")
+
+
+def _rank_info() -> _rank.RankInfo:
+    return _rank.from_horovod() or _rank.from_environment()
+
+
+#: Set by shutdown() before the console fd (a dup kept by the capture) is closed.
+console_off = threading.Event()
+
+
+def _console_sink(fd: int, redactor: Redactor | None) -> Callable[[dict[str, Any]], None]:
+    """A short human line per event, for a person watching rank 0's terminal (secrets redacted too)."""
+    console_off.clear()
+
+    def write(event: dict[str, Any]) -> None:
+        if console_off.is_set():
+            return
+        step = event.get("step")
+        where = f"rank {event.get('rank')}" + (f" step {step}" if step is not None else "")
+        line = f"{event['@timestamp'][11:23]} {event['log.level'].upper():8} [{where}] {event['message']}\n"
+        with contextlib.suppress(Exception):  # the console is a courtesy, never a failure
+            data = line.encode(errors="replace")
+            os.write(fd, redactor(data) if redactor else data)
+
+    return write
+
+
+def configure(
+    *,
+    root: str | os.PathLike[str] | None = None,
+    job: str | None = None,
+    level: str = "info",
+    console: bool | None = None,
+    capture_native: bool = True,
+    max_bytes: int = 100 * 1024 * 1024,
+    backups: int = 5,
+    stall_after: float | None = 60.0,
+    stall_repeat: float | None = None,
+    install_hooks: bool = True,
+    redact: bool = True,
+    timeline: bool | None = None,
+    resources: float | None = None,
+) -> Configuration:
+    """Set up rank-aware JSON logging for this process.
+
+    Args:
+        root: directory for all jobs' logs (``HVDLOG_ROOT``, else ``./hvdlog-logs``).
+        job: job id (``HVDLOG_JOB``, else derived, see :func:`default_job_id`).
+        level: least severe level written: trace, debug, info, warning, error, critical.
+            Loggers structlog already cached keep the level they were first used with.
+        console: also print short human lines on the terminal; default: rank 0 only.
+        capture_native: keep fds 1 and 2 (Horovod's C++ output) in per-rank files.
+        max_bytes, backups: size-based rotation of each file (0 disables).
+        stall_after: seconds without progress before a stall event (None disables).
+        stall_repeat: seconds between repeated stall events (default: stall_after).
+        install_hooks: route stdlib logging, warnings, uncaught exceptions and SIGTERM here.
+        redact: replace values of secret-looking environment variables.
+        timeline: have Horovod write its timeline into this job's directory, rotated like the
+            files (``HVDLOG_TIMELINE=1``); call before ``hvd.init()``. See :mod:`hvdlog.runtime.timeline_export`.
+        resources: seconds between ``resources`` events (CPU, memory, GPU) of this rank
+            (``HVDLOG_RESOURCES``); None or 0 disables. See :mod:`hvdlog.runtime.resource_sampler`.
+
+    .. versionadded:: 0.1.0
+    """
+    global _current  # one process, one logging configuration
+    level = level.lower()
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}: use one of {', '.join(LEVELS)}")
+    if stall_after is not None and stall_after <= 0:
+        raise ValueError("stall_after must be a positive number of seconds, or None to disable the watchdog")
+    if max_bytes < 0 or backups < 0:
+        raise ValueError("max_bytes and backups must be zero or positive")
+    resources_every = resources_interval(resources)
+    shutdown()
+
+    info = _rank_info()
+    host = socket.gethostname()
+    job_id = layout.safe_job_id(job) if job else default_job_id()
+    root_dir = Path(root or os.environ.get("HVDLOG_ROOT") or layout.DEFAULT_ROOT)
+    rank_for_path = info.rank if info.rank is not None else f"unknown-pid{os.getpid()}"
+    path = layout.rank_file(root_dir, job_id, host, rank_for_path)  # type: ignore[arg-type]
+
+    refusal = foreign_owner(root_dir, path.parent)
+    capture = None
+    if capture_native and refusal is None:
+        capture = NativeCapture(
+            layout.rank_file(root_dir, job_id, host, rank_for_path, "stdout"),  # type: ignore[arg-type]
+            layout.rank_file(root_dir, job_id, host, rank_for_path, "stderr"),  # type: ignore[arg-type]
+            max_bytes=max_bytes,
+            backups=backups,
+            redact=redact,
+        )
+        with contextlib.suppress(OSError):  # read-only or full: the writers say so, and retry
+            make_private_dirs(path.parent)
+        try:
+            capture.start()
+        except Exception as exc:  # noqa: BLE001 - no fd, no process (EMFILE, EAGAIN): log without it
+            _say(f"hvdlog: native output is not captured (cannot start the capture process: {exc})")
+            capture = None
+
+    static = {
+        "host.name": host,
+        "process.pid": os.getpid(),
+        "job": job_id,
+        "event.dataset": "horovod.app",
+        **info.as_fields(),
+    }
+    show_console = (info.rank in (0, None)) if console is None else console
+    console_fd = capture.console_fd(2) if capture else 2
+    redactor = Redactor(secret_values()) if redact else None
+    renderer = _RENDERER
+    renderer.reset(static, redactor, _console_sink(console_fd, redactor) if show_console else None)
+    writer = _WRITER
+    writer.console_fd = console_fd
+    writer.open(path, max_bytes=max_bytes, backups=backups, refuse=refusal)
+
+    structlog.configure(
+        processors=[renderer],
+        wrapper_class=make_bound_logger_class(level, renderer, writer),
+        logger_factory=lambda *args: writer,
+        cache_logger_on_first_use=True,
+    )
+    config = Configuration(path=path, job=job_id, host=host, level=level, static=static, writer=writer, renderer=renderer, capture=capture)
+    writer.drop_note = config.dropped_note
+    if capture is not None:
+        capture.emit, capture.try_emit = config.emit, config.try_emit
+    if install_hooks:
+        config.hooks = Hooks(config.emit, max(LEVEL_NUMBERS[level], logging.DEBUG))
+        config.hooks.install()
+    _patch_horovod_init()
+    track_distributed_optimizers()
+    if timeline_requested(timeline):
+        config.timeline = _start_timeline(config, max_bytes, backups)
+    if resources_every is not None:
+        config.resources = ResourceSampler(config.emit, resources_every, info.local_rank)
+        try:
+            config.resources.start()
+        except RuntimeError as exc:  # "can't start new thread": train without the sampler
+            _say(f"hvdlog: resources sampler not started: {exc}")
+            config.resources = None
+    if stall_after is not None:
+        config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
+        config.watchdog.on_tick = _watchdog_tick
+        try:
+            config.watchdog.start()
+        except RuntimeError as exc:  # "can't start new thread": train without the watchdog
+            _say(f"hvdlog: stall watchdog not started: {exc}")
+            config.watchdog = None
+    _current = config
+    return config
+
+
+def _start_timeline(config: Configuration, max_bytes: int, backups: int) -> TimelineCapture | None:
+    """Timeline capture into the job's directory; a failure is one warning event, never an exception."""
+    capture = TimelineCapture(config.path.parent, config.emit, max_bytes=max_bytes, backups=backups)
+    try:
+        capture.prepare()
+        capture.start()
+    except Exception as exc:  # noqa: BLE001 - logging must never stop training
+        config.emit("warning", "timeline capture not started", {"error.type": type(exc).__name__, "error.message": str(exc)})
+        return None
+    return capture
+
+
+def refresh_rank() -> None:
+    """Re-read rank/size from Horovod (after ``hvd.init()`` or an elastic reset).
+
+    Called by the patched ``hvd.init`` and by the watchdog every tick, so the fields stay
+    true without a check on the hot path. The file path keeps the rank at configure time.
+    """
+    config = _current
+    if config is None:
+        return
+    info = _rank.from_horovod()
+    if info is None:
+        return
+    fields = info.as_fields()
+    if any(config.static.get(key) != value for key, value in fields.items()):
+        config.renderer.update_static(fields)  # config.static is the renderer's dict
+
+
+def _watchdog_tick() -> None:
+    """Every watchdog tick: rank fields stay true, and optimizers made after a late
+    ``import horovod.torch`` are still registered for naming stalled tensors."""
+    track_distributed_optimizers()
+    refresh_rank()
+
+
+def _patch_horovod_init() -> None:
+    """Wrap ``horovod.torch.init`` (if imported) so rank fields update right after init."""
+    hvd = sys.modules.get("horovod.torch")
+    if hvd is None or getattr(hvd.init, "_hvdlog_wrapped", False):
+        return
+    original = hvd.init
+
+    def init(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        refresh_rank()
+        return result
+
+    init._hvdlog_wrapped = True  # type: ignore[attr-defined]
+    hvd.init = init  # type: ignore[attr-defined]  # a module takes any attribute; ModuleType's stub has no __setattr__
+
+
+def get_logger(*args: Any, **initial: Any) -> Any:
+    """A structlog bound logger writing through the configured pipeline."""
+    return structlog.get_logger(*args, **initial)
+
+
+def shutdown() -> None:
+    """Stop the watchdog, remove hooks, restore fds and close files (idempotent).
+
+    Returns in well under a second, even when children still hold the capture pipes
+    (what they write later still reaches the console and the files); never raises.
+    """
+    global _current
+    config, _current = _current, None
+    if config is None:
+        return
+    steps = [
+        lambda: config.watchdog.stop(timeout=0.2) if config.watchdog is not None else None,
+        lambda: config.timeline.stop() if config.timeline is not None else None,
+        lambda: config.resources.stop() if config.resources is not None else None,
+        lambda: config.hooks.uninstall() if config.hooks is not None else None,
+        console_off.set,
+        lambda: setattr(config.writer, "console_fd", 2),
+        lambda: config.capture.stop() if config.capture is not None else None,
+        structlog.reset_defaults,
+        config.writer.close,
+    ]
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - shutting logging down must not fail training
+            _say(f"hvdlog: during shutdown: {type(exc).__name__}: {exc}")
+
+
+def _say(message: str) -> None:
+    """A one-off diagnostic on the process's stderr, whatever state it is in."""
+    with contextlib.suppress(OSError):
+        os.write(2, (message + "\n").encode("utf-8", "replace"))

@@ -1,0 +1,162 @@
+"""Training side: Horovod writes its timeline into the job's directory, bounded on disk.
+
+``hvdlog.configure(timeline=True)`` (or ``HVDLOG_TIMELINE=1``) sets ``HOROVOD_TIMELINE`` to
+``<root>/<job>/<host>/horovod-timeline.json`` before ``hvd.init()`` reads it (only the
+coordinator, rank 0, writes it). Unless the user set ``HOROVOD_CACHE_CAPACITY``, it also sets
+it to 0: with Horovod's response cache on, repeated negotiations record no per-rank readiness,
+and the timeline could not say which rank the others waited for.
+
+A timeline grows for as long as the job runs, so a thread on rank 0 checks its size every few
+seconds and, past ``max_bytes``, switches Horovod to a new segment with ``hvd.start_timeline``
+(``horovod-timeline.1.json``, ``.2``...), deleting the oldest beyond ``backups``: at most
+``(backups + 1) * max_bytes`` on disk, the newest events kept. The same thread turns the new
+events into documents for Elasticsearch (:mod:`hvdlog.timeline_format.documents`), appended to
+``horovod-timeline.ndjson`` (rotated like the other files) for Filebeat. A timeline the user
+asked for by their own means (``HOROVOD_TIMELINE`` already set) is left alone, and found by the CLI.
+Nothing here may raise into training: failures become one warning event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Final
+
+from hvdlog.runtime.periodic import Periodic
+from hvdlog.types import Emit
+
+__all__ = ["SEGMENT_PATTERN", "TIMELINE_FILE", "TimelineCapture", "timeline_requested"]
+
+TIMELINE_FILE: Final = "horovod-timeline.json"
+#: First segment ``horovod-timeline.json``, then ``horovod-timeline.<n>.json``.
+SEGMENT_PATTERN: Final = re.compile(r"^horovod-timeline(?:\.(\d+))?\.json$")
+_TRUE: Final = frozenset({"1", "true", "yes", "on"})
+
+
+
+def timeline_requested(option: bool | None, env: dict[str, str] | None = None) -> bool:
+    """``configure(timeline=...)`` wins; else ``HVDLOG_TIMELINE`` (1/true/yes/on)."""
+    if option is not None:
+        return option
+    env = dict(os.environ) if env is None else env
+    return env.get("HVDLOG_TIMELINE", "").strip().lower() in _TRUE
+
+
+def _horovod_initialized() -> bool:
+    hvd = sys.modules.get("horovod.torch")
+    try:
+        return bool(hvd is not None and hvd.is_initialized())
+    except Exception:  # noqa: BLE001 - a half-loaded Horovod counts as not initialised
+        return False
+
+
+class TimelineCapture(Periodic):
+    """Points Horovod's timeline into the job directory and keeps it within bounds."""
+
+    def __init__(self, directory: Path, emit: Emit, *, max_bytes: int, backups: int, check_seconds: float = 5.0) -> None:
+        super().__init__()
+        self.directory = directory
+        self.emit = emit
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self.interval = check_seconds
+        self.path: Path | None = None
+        self.owned = False
+        self.segments = 0
+        self._follower: Any = None
+        self._writer: Any = None
+        self._lock = threading.Lock()
+
+    def prepare(self, env: dict[str, str] | os._Environ[str] = os.environ) -> None:
+        """Set Horovod's environment (call before ``hvd.init()``); warn if it is too late."""
+        if env.get("HOROVOD_TIMELINE"):
+            self.path = Path(env["HOROVOD_TIMELINE"])
+            return
+        if _horovod_initialized():
+            self.emit("warning", "timeline requested after hvd.init(): Horovod reads HOROVOD_TIMELINE at init; "
+                      "call hvdlog.configure(timeline=True) before hvd.init(), or set HVDLOG_TIMELINE=1", {})
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.path = self.directory / TIMELINE_FILE
+        env["HOROVOD_TIMELINE"] = str(self.path)
+        env.setdefault("HOROVOD_CACHE_CAPACITY", "0")
+        self.owned = True
+
+    def start(self) -> None:
+        """Start the size watch (only useful on the rank that writes, found once Horovod is up)."""
+        if not self.owned or self.max_bytes <= 0:
+            return
+        self.start_thread("hvdlog-timeline")
+
+    def stop(self) -> None:
+        """Stop the size watch, export what is left (Horovod closes the file at its own shutdown)."""
+        self.stop_thread()
+        with contextlib.suppress(Exception):  # shutdown of a logging helper must not raise
+            self._export()
+        if self._writer is not None:
+            self._writer.close()
+
+    def tick(self) -> bool:
+        """One size check and export (the thread stops on ranks that do not write the timeline)."""
+        return self.check()
+
+    def on_error(self, exc: Exception) -> bool:
+        """Said once, then the watch stops (the timeline itself goes on, unbounded)."""
+        self.emit("warning", "timeline size watch stopped", {"error.type": type(exc).__name__, "error.message": str(exc)})
+        return False
+
+    def check(self) -> bool:
+        """One size check; rotates when due. False once this rank is known not to write the timeline."""
+        if not _horovod_initialized():
+            return True
+        hvd = sys.modules["horovod.torch"]
+        if hvd.rank() != 0:
+            return False
+        current = self._segment(self.segments)
+        self._export()
+        try:
+            size = current.stat().st_size
+        except FileNotFoundError:
+            return True
+        if size < self.max_bytes:
+            return True
+        self.segments += 1
+        hvd.start_timeline(str(self._segment(self.segments)))
+        self._export()  # the rest of the closed segment; the next poll starts the new one
+        self._follower = None
+        self._prune()
+        return True
+
+    def _segment(self, number: int) -> Path:
+        return self.directory / (TIMELINE_FILE if not number else f"horovod-timeline.{number}.json")
+
+    def _export(self) -> None:
+        """Append documents for what Horovod wrote since the last call (rank 0, owned timeline only)."""
+        if not self.owned or not _horovod_initialized() or sys.modules["horovod.torch"].rank() != 0:
+            return
+        with self._lock:
+            self._export_locked()
+
+    def _export_locked(self) -> None:
+        from hvdlog.runtime.writer import RankFileWriter
+        from hvdlog.timeline_format.documents import EXPORT_FILE, TimelineFollower, documents, export_line, job_and_host
+
+        if self._follower is None:
+            self._follower = TimelineFollower(self._segment(self.segments))
+        if self._writer is None:
+            self._writer = RankFileWriter(self.directory / EXPORT_FILE, max_bytes=self.max_bytes, backups=self.backups)
+        job, host = job_and_host(self._follower.path)
+        for doc in documents(self._follower.poll(), job, host):
+            self._writer.write(export_line(doc))
+
+    def _prune(self) -> None:
+        """Delete the oldest closed segments beyond ``backups``."""
+        numbered = sorted(
+            (int(m[1] or 0), p) for p in self.directory.iterdir() if (m := SEGMENT_PATTERN.match(p.name))
+        )
+        for _, path in numbered[: max(len(numbered) - (self.backups + 1), 0)]:
+            path.unlink(missing_ok=True)

@@ -1,0 +1,122 @@
+"""Stalls, stragglers and first failure on real horovodrun output read from files."""
+
+from __future__ import annotations
+
+import pytest
+from support.query_corpus import FAULTS, STRAGGLER, Corpus, corpus
+from support.query_corpus import REPO as REPO_ROOT
+
+from hvdlog.query.failures import FAILURE_EVENTS, first_failure
+from hvdlog.query.files import FileSource
+from hvdlog.query.spec import Filter
+from hvdlog.query.stalls import STALL_EVENTS, find_stalls, progress_filter, stall_episodes
+from hvdlog.query.stragglers import STEP_EVENTS, stragglers
+
+
+@pytest.fixture(name="runs", scope="module")
+def fixture_runs() -> Corpus:
+    """The shared real runs (one hang-then-crash job, one straggler job)."""
+    return corpus()
+
+
+def _docs(runs: Corpus, job: str, any_of: tuple) -> list[dict]:  # type: ignore[type-arg]
+    return list(FileSource([runs.logs]).search(Filter(jobs=(job,), any_of=any_of)))
+
+
+@pytest.mark.horovod
+class TestStalls:
+    def test_hang_is_one_episode_naming_the_hung_rank(self, runs: Corpus) -> None:
+        """Rank 1 hangs 4 s at step 3: one episode, rank 1 missing, rank 0 waiting in the optimizer's allreduce."""
+        found = find_stalls(FileSource([runs.logs]).search, Filter(jobs=(FAULTS,)))
+        episodes = [e for e in found if e.step == 3]
+        assert len(episodes) == 1, [e.to_json() for e in found]
+        episode = episodes[0]
+        assert episode.missing_ranks == [1]
+        assert episode.waiting_ranks == [0]
+        assert any("synchronize" in op for op in episode.operations)
+        assert 3.0 <= episode.duration_s <= 10.0
+        assert episode.resolved and not episode.shutdown
+
+    def test_without_the_progress_the_job_seems_to_die_of_the_stall(self, runs: Corpus) -> None:
+        """The hung rank crashed before its watchdog said "resumed": only its later steps (the second fetch) show it moved on."""
+        reports_only = [e for e in stall_episodes(_docs(runs, FAULTS, STALL_EVENTS)) if e.step == 3]
+        assert [e.shutdown for e in reports_only] == [True]
+        assert progress_filter(_docs(runs, FAULTS, STALL_EVENTS), Filter(jobs=(FAULTS,))) is not None
+
+    def test_straggler_job_has_no_stall(self, runs: Corpus) -> None:
+        """A job that is slow but never stops has no stall episode (its watchdog is off)."""
+        assert stall_episodes(_docs(runs, STRAGGLER, STALL_EVENTS)) == []
+
+
+@pytest.mark.horovod
+class TestStragglers:
+    def test_slow_rank_is_flagged_fast_rank_is_not(self, runs: Corpus) -> None:
+        """Rank 1 sleeps before each step: flagged on its own samples/s; rank 0 is not."""
+        rows = {row.rank: row for row in stragglers(_docs(runs, STRAGGLER, STEP_EVENTS))}
+        assert set(rows) == {0, 1}
+        assert rows[1].outlier and any("samples/s" in reason for reason in rows[1].reasons)
+        assert not rows[0].outlier
+        assert rows[0].last_step == rows[1].last_step == 12
+        assert rows[1].steps_per_sec and rows[1].steps_per_sec < 8  # 0.15 s sleep per step bounds the rate
+
+    def test_training_example_ranks_progress_together(self, runs: Corpus) -> None:
+        """In the faults job both ranks reach the same last step: no lag to flag."""
+        rows = stragglers(_docs(runs, FAULTS, STEP_EVENTS))
+        assert {row.last_step for row in rows} == {6}
+        assert all(row.lag_steps == 0 for row in rows)
+
+
+@pytest.mark.horovod
+class TestFirstFailure:
+    def test_culprit_is_the_raising_rank_and_the_other_is_collateral(self, runs: Corpus) -> None:
+        """Rank 1 raised InjectedFault; rank 0's HorovodInternalError is collateral, not blamed."""
+        (report,) = first_failure(_docs(runs, FAULTS, FAILURE_EVENTS))
+        assert report.culprit is not None and report.culprit["rank"] == 1
+        assert report.error_type is not None and report.error_type.endswith("InjectedFault")
+        assert "inject_faults" in (report.stack_trace or "")
+        assert [item["rank"] for item in report.collateral] == [0]
+        assert "HorovodInternalError" in report.collateral[0]["reason"] or "shut down" in report.collateral[0]["reason"]
+        assert report.other_errors == []
+
+    def test_output_filename_tree_gives_the_same_culprit(self, runs: Corpus) -> None:
+        """horovodrun --output-filename captures alone still name rank 1 and its traceback."""
+        docs = list(FileSource([runs.output]).search(Filter(any_of=FAILURE_EVENTS)))
+        (report,) = first_failure(docs)
+        assert report.culprit is not None and report.culprit["rank"] == 1
+        assert "InjectedFault" in (report.error_type or "")
+        assert [item["rank"] for item in report.collateral] == [0]
+
+    def test_no_failure_in_a_clean_job(self, runs: Corpus) -> None:
+        """The straggler job ended cleanly: no report."""
+        assert first_failure(_docs(runs, STRAGGLER, FAILURE_EVENTS)) == []
+
+
+MPI_CORPUS = REPO_ROOT / "tests" / "corpus" / "horovod.core"
+
+
+class TestHorovodStallInspector:
+    """Real Open MPI captures of Horovod's own stall inspector (recorded by tests/corpus/tools/record.sh)."""
+
+    def _docs(self, name: str, any_of: tuple) -> list[dict]:  # type: ignore[type-arg]
+        source = FileSource([MPI_CORPUS / name], timezone="UTC", warn=lambda message: None)
+        return list(source.search(Filter(any_of=any_of)))
+
+    def test_repeated_warnings_are_one_episode(self) -> None:
+        """Three warnings 2 s apart about rank 1 are one inspector episode, without shutdown."""
+        source = FileSource([MPI_CORPUS / "mpi-stall-console.log"], timezone="UTC", warn=lambda message: None)
+        (episode,) = find_stalls(source.search, Filter())
+        assert (episode.source, episode.missing_ranks, episode.tensors) == ("inspector", [1], ["allreduce.grad.step1"])
+        assert episode.reports == 3 and not episode.shutdown
+        assert 5.0 <= episode.duration_s <= 7.0
+
+    def test_shutdown_episode(self) -> None:
+        """The `!` warning and "Will shutdown": the episode ended in shutdown."""
+        (episode,) = stall_episodes(self._docs("mpi-stall-shutdown-console.log", STALL_EVENTS))
+        assert episode.shutdown and episode.missing_ranks == [1]
+
+    def test_stall_shutdown_blames_the_stalled_rank_not_the_reporter(self) -> None:
+        """Rank 0 printed the stall error and then died: rank 1 (marked `!`) is blamed, rank 0 is collateral."""
+        (report,) = first_failure(self._docs("mpi-stall-shutdown-console.log", FAILURE_EVENTS))
+        assert report.culprit is None and report.blamed_ranks == [1]
+        assert report.stall is not None and report.stall["reported_by"] == 0
+        assert [item["rank"] for item in report.collateral] == [0]

@@ -1,0 +1,97 @@
+"""hvdlog.configure(timeline=True): Horovod's timeline lands in the job directory, bounded on disk.
+
+Each case runs a real one-rank Horovod (hvd.init() without a launcher) in a fresh process,
+because Horovod reads HOROVOD_TIMELINE once, at init.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+
+from hvdlog.runtime.timeline_export import timeline_requested
+from hvdlog.timeline.analysis import analyse_files
+from hvdlog.timeline_format.reader import looks_like_timeline
+
+pytestmark = pytest.mark.horovod
+
+
+def run_script(tmp_path: Path, body: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(body))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HOROVOD_", "HVDLOG_"))}
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "logs")], capture_output=True, text=True,
+                            timeout=120, env={**clean, **(env or {})}, check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result
+
+
+def events(tmp_path: Path) -> list[dict]:
+    (path,) = (tmp_path / "logs").glob("*/*/rank-0.jsonl")
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def test_option_and_environment() -> None:
+    """The argument wins; else HVDLOG_TIMELINE=1/true/yes/on."""
+    assert timeline_requested(None, {"HVDLOG_TIMELINE": "1"}) and timeline_requested(None, {"HVDLOG_TIMELINE": "Yes"})
+    assert not timeline_requested(None, {}) and not timeline_requested(False, {"HVDLOG_TIMELINE": "1"})
+    assert timeline_requested(True, {})
+
+
+def test_rotation_keeps_disk_bounded(tmp_path: Path) -> None:
+    """Past max_bytes the size watch switches Horovod to a new segment and deletes the oldest beyond `backups`."""
+    run_script(tmp_path, """
+        import sys, torch, hvdlog
+        config = hvdlog.configure(root=sys.argv[1], job="rot", timeline=True, max_bytes=6000, backups=2,
+                                  capture_native=False, stall_after=None, install_hooks=False)
+        assert config.timeline is not None and config.timeline.owned
+        import horovod.torch as hvd
+        hvd.init()
+        for i in range(400):
+            hvd.allreduce(torch.ones(4), name=f"grad.{i % 5}")
+            if i % 10 == 0:
+                config.timeline.check()
+        print(config.timeline.segments)
+        hvd.shutdown()
+        hvdlog.shutdown()
+    """)
+    segments = sorted((tmp_path / "logs" / "rot").glob("*/horovod-timeline*.json"))
+    names = [p.name for p in segments]
+    assert len(segments) == 3 and "horovod-timeline.json" not in names, names  # the first segments were deleted
+    assert sum(p.stat().st_size for p in segments) <= 3 * 6000 + 3 * 4000  # + what 10 allreduces add between checks
+    for segment in segments:  # each segment stands alone: its own tensor names and start time
+        assert looks_like_timeline(segment)
+        analysis = analyse_files([segment])
+        assert analysis.negotiations > 0 and {t.tensor for t in analysis.tensors} <= {f"allreduce.grad.{i}" for i in range(5)}
+
+
+def test_user_timeline_is_left_alone(tmp_path: Path) -> None:
+    """HOROVOD_TIMELINE set by the user: hvdlog neither moves nor rotates it, nor touches the response cache."""
+    target = tmp_path / "mine.json"
+    out = run_script(tmp_path, """
+        import os, sys, hvdlog
+        config = hvdlog.configure(root=sys.argv[1], job="own", timeline=True, capture_native=False, stall_after=None, install_hooks=False)
+        print(config.timeline.owned, os.environ.get("HOROVOD_CACHE_CAPACITY"))
+        hvdlog.shutdown()
+    """, env={"HOROVOD_TIMELINE": str(target)})
+    assert out.stdout.split() == ["False", "None"]
+
+
+def test_too_late_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    """configure(timeline=True) after hvd.init(): training goes on; one warning event says what to do."""
+    run_script(tmp_path, """
+        import sys, hvdlog
+        import horovod.torch as hvd
+        hvd.init()
+        hvdlog.configure(root=sys.argv[1], job="late", timeline=True, capture_native=False, stall_after=None, install_hooks=False)
+        hvdlog.shutdown()
+    """)
+    (warning,) = [e for e in events(tmp_path) if e["log.level"] == "warning"]
+    assert "before hvd.init()" in warning["message"]
+    assert not list((tmp_path / "logs").glob("*/*/horovod-timeline*.json"))

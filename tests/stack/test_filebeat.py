@@ -1,0 +1,437 @@
+"""shipper/filebeat.yml against real per-rank files and the native corpus.
+
+Two ways, both reading the YAML itself (never a copy of its patterns):
+
+* an emulation of the parts that decide which events exist (tests/shipping/
+  filebeat_emulation.py): path globs, the dissect of job/host/rank from the path, and the
+  multiline parsers, applied to the parsing corpus and to real captures; each multiline
+  pattern is also run through Go's regexp (RE2) on every line, to prove both engines agree;
+* a real Filebeat (built by scripts/install-filebeat.sh) run on files a real 2-rank
+  horovodrun job wrote through hvdlog, with its output sent to a file, compared event for
+  event with what the files hold and with the emulation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+from support.filebeat_emulation import dissect, expand, join_lines, multiline_parsers
+
+from hvdlog import layout
+
+REPO = Path(__file__).resolve().parents[2]
+FILEBEAT_YML = REPO / "shipper" / "filebeat.yml"
+SHIPPING = Path(__file__).resolve().parents[1] / "shipping"
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+CONFIG: dict[str, Any] = yaml.safe_load(FILEBEAT_YML.read_text())
+INPUTS: dict[str, dict[str, Any]] = {i["id"]: i for i in CONFIG["filebeat.inputs"]}
+NATIVE_PARSERS = multiline_parsers(INPUTS["hvdlog-native"])
+
+# --- an independent reading of the native streams: launcher prefix, then a grammar ------
+_ARRIVAL = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "  # hvdlog's tee (GUIDE, HVDLOG_ARRIVAL_TIME)
+_PREFIX = re.compile(f"^(?:{_ARRIVAL})?" r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?(?:\[\d+(?:,\d+)?\]<std(?:out|err)>:|\[\d+\] )?")
+_HOROVOD_HEADER = re.compile(r"^\[(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.[ \d]{6}: )?[TDIWEF] [^\]\s]+:\d+\] ")
+_RANK_ITEM = re.compile(r"^\d+!?: \[.*\]$")
+_OP_ITEM = re.compile(r"^\S+ \[(?:missing|ready) ranks: [\d, ]*\]?$")
+_SHUTDOWN = re.compile(r'^One or more rank \(marked by "!"\) is stalled for longer than \d+ seconds\. Will shutdown\.$')
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = ("During handling of the above exception, another exception occurred:", "The above exception was the direct cause of the following exception:")
+
+
+def _split(line: str) -> tuple[str, str]:
+    """(launcher prefix, what the rank printed)."""
+    prefix = _PREFIX.match(line)
+    return (prefix.group(0), line[prefix.end():]) if prefix else ("", line)
+
+
+def _stall_block(bodies: list[str], start: int) -> int:
+    """Index of the last line of the stall block starting at ``start`` (grammar of reference §3)."""
+    end = start
+    i = start + 1
+    if i < len(bodies) and bodies[i] in ("Missing ranks:", "Stalled ranks:"):
+        end = i
+        i += 1
+        while i < len(bodies) and _RANK_ITEM.match(bodies[i]):
+            end, i = i, i + 1
+    elif i < len(bodies) and bodies[i].startswith("Stalled ops:"):
+        end = i
+        i += 1
+        while i < len(bodies) and _OP_ITEM.match(bodies[i]):
+            end, i = i, i + 1
+    if i < len(bodies) and _SHUTDOWN.match(bodies[i]):
+        end = i
+    return end
+
+
+def _traceback_block(bodies: list[str], start: int) -> int:
+    """Index of the last line of a (possibly chained) Python traceback starting at ``start``."""
+    i = start + 1
+    while i < len(bodies) and (bodies[i].startswith((" ", "\t"))):
+        i += 1
+    end = i if i < len(bodies) and bodies[i] else i - 1  # the `SomeError: message` line
+    chain = bodies[end + 1 : end + 5]
+    if len(chain) == 4 and chain[0] == "" and chain[1] in _CHAINED and chain[2] == "" and chain[3] == _TRACEBACK:
+        return _traceback_block(bodies, end + 4)
+    return end
+
+
+def blocks(lines: list[str]) -> list[tuple[str, int, int]]:
+    """(kind, first, last) of every stall block and traceback in one rank's stream."""
+    bodies = [_split(line)[1] for line in lines]
+    found = []
+    i = 0
+    while i < len(bodies):
+        body = bodies[i]
+        if "One or more tensors were submitted" in body:
+            end = _stall_block(bodies, i)
+            found.append(("stall", i, end))
+        elif body == _TRACEBACK:
+            end = _traceback_block(bodies, i)
+            found.append(("traceback", i, end))
+        else:
+            end = i
+        i = end + 1
+    return found
+
+
+def streams(path: Path) -> dict[str, list[str]]:
+    """A file's lines split by launcher tag, as they would be in per-rank files (Filebeat
+    reads one file per rank and stream; a console capture interleaves them)."""
+    groups: dict[str, list[str]] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        prefix, _ = _split(line)
+        tag = re.sub(f"^(?:{_ARRIVAL})?" r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?", "", prefix)
+        groups.setdefault(tag, []).append(line)
+    return groups
+
+
+def event_spans(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, last) line index of every event the native input makes of these lines."""
+    spans, position = [], 0
+    for event in join_lines("\n".join(lines) + "\n", NATIVE_PARSERS):
+        count = event.count("\n") + 1
+        spans.append((position, position + count - 1))
+        position += count
+    assert position == len(lines), "the emulation lost or invented lines"
+    return spans
+
+
+def _native_files() -> list[Path]:
+    corpus = sorted(p for d in ("horovod.core", "horovod.launcher") for p in (CORPUS / d).glob("*.log"))
+    captures = sorted((SHIPPING / "captures").rglob("rank-*.std*.log"))
+    assert captures, "tests/shipping/captures is empty: run tests/shipping/record.sh"
+    return corpus + captures
+
+
+# --- fixtures -----------------------------------------------------------------------------
+
+
+def _tool(variable: str, script: str) -> str:
+    path = os.environ.get(variable)
+    if not path or not os.access(path, os.X_OK):
+        pytest.fail(f"{variable} is not set to an executable: run `make test` (or `bash scripts/{script}`) first")
+    return path
+
+
+@pytest.fixture(name="rank_root", scope="module")
+def fixture_rank_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Per-rank files from a real 2-rank Gloo horovodrun job through hvdlog (DEBUG, rank 1
+    dies with a traceback), plus the recorded MPI stall captures moved onto this node."""
+    root = tmp_path_factory.mktemp("hvdlog-root")
+    env = {**os.environ, "HVDLOG_ROOT": str(root), "HVDLOG_JOB": "gloo-crash", "HOROVOD_LOG_LEVEL": "debug", "JOB_CRASH": "1"}
+    result = subprocess.run(
+        ["horovodrun", "-np", "2", "--gloo", "python", str(SHIPPING / "rank_job.py")],
+        env=env, capture_output=True, text=True, timeout=180, check=False,
+    )
+    hosts = [p.name for p in (root / "gloo-crash").iterdir()] if (root / "gloo-crash").exists() else []
+    assert len(hosts) == 1, f"horovodrun wrote no per-rank files (exit {result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
+    assert result.returncode != 0, "rank 1 was meant to fail"
+    host = hosts[0]
+    for job in (SHIPPING / "captures").iterdir():
+        for node in job.iterdir():
+            shutil.copytree(node, root / job.name / host)
+    # Another node's files on the same (shared) filesystem: this node must not ship them.
+    shutil.copytree(root / "gloo-crash" / host, root / "gloo-crash" / "other-node")
+    return root, host
+
+
+def _env(root: Path, host: str) -> dict[str, str]:
+    return {"HVDLOG_ROOT": str(root), "NODE_NAME": host, "LOGSTASH_HOSTS": "localhost:5044", "HVDLOG_TLS_DIR": str(root)}
+
+
+def _matches(path: Path, input_config: dict[str, Any], env: dict[str, str]) -> bool:
+    """Filebeat's glob semantics: `*` stays within one path segment (Go filepath.Match)."""
+    return any(PurePosixPath(path).match(expand(pattern, env)) for pattern in input_config["paths"])
+
+
+# --- configuration ------------------------------------------------------------------------
+
+
+class TestConfig:
+    """The inputs of shipper/filebeat.yml."""
+
+    def test_inputs(self) -> None:
+        """Three filestream inputs with distinct, stable ids; TLS output load-balanced over hosts."""
+        assert [i["id"] for i in CONFIG["filebeat.inputs"]] == ["hvdlog-events", "hvdlog-native", "hvdlog-timeline"]
+        assert all(i["type"] == "filestream" for i in CONFIG["filebeat.inputs"])
+        output = CONFIG["output.logstash"]
+        assert output["loadbalance"] is True and output["ssl.enabled"] is True
+        assert output["ssl.verification_mode"] == "full"
+        assert "queue.disk" in CONFIG and CONFIG["queue.disk"]["max_size"]
+
+    def test_shared_filesystem_safety(self) -> None:
+        """No input forgets offsets when files vanish for a moment; clean_inactive is consistent."""
+        for config in INPUTS.values():
+            assert config["clean_removed"] is False and config["close.on_state_change.removed"] is False
+            assert all("${NODE_NAME}" in p for p in config["paths"]), "each node must read only its own directory"
+            hours = {k: int(str(config[k]).rstrip("h")) for k in ("ignore_older", "clean_inactive")}
+            assert hours["clean_inactive"] > hours["ignore_older"]
+
+    def test_patterns_in_re2_and_python(self) -> None:
+        """Go's regexp and Python's re give the same answer for every corpus line and for the
+        joined events the second parser sees."""
+        go = shutil.which("go") or pytest.fail("Go is needed to check the patterns with RE2 (it builds composecheck too)")
+        lines = [line for path in _native_files() for line in path.read_text(errors="replace").splitlines()]
+        events = [e for path in _native_files() for group in streams(path).values() for e in join_lines("\n".join(group) + "\n", NATIVE_PARSERS[:1])]
+        for parser, samples in zip(NATIVE_PARSERS, (lines, events), strict=True):  # the two multiline stages: raw lines, then the joined events
+            result = subprocess.run(
+                [go, "run", str(SHIPPING / "re2match.go"), parser.pattern.pattern],
+                input="".join(json.dumps(s) + "\n" for s in samples), capture_output=True, text=True, timeout=120, check=False,
+            )
+            assert result.returncode == 0, result.stderr
+            go_answers = [answer == "1" for answer in result.stdout.split()]
+            python_answers = [bool(parser.pattern.search(s)) for s in samples]
+            differ = [s for s, g, p in zip(samples, go_answers, python_answers, strict=False) if g != p]  # lengths asserted below
+            assert len(go_answers) == len(samples) and not differ, f"RE2 and Python disagree on: {differ[:3]}"
+            assert any(python_answers) and not all(python_answers)
+
+
+class TestPaths:
+    """Which files each input reads, and what it derives from their paths."""
+
+    def test_layout_kinds(self, tmp_path: Path) -> None:
+        """Every kind of per-rank file (and its rotations) goes to exactly one input, the right one."""
+        env = _env(tmp_path, "node1")
+        expected = {"events": "hvdlog-events", "stdout": "hvdlog-native", "stderr": "hvdlog-native"}
+        for kind, input_id in expected.items():
+            path = layout.rank_file(tmp_path, "job-1", "node1", 12, kind)
+            for candidate in (path, Path(f"{path}.1"), Path(f"{path}.12")):
+                readers = [i for i, config in INPUTS.items() if _matches(candidate, config, env)]
+                assert readers == [input_id], f"{candidate.name}: read by {readers}"
+        assert not any(_matches(layout.rank_file(tmp_path, "job-1", "node2", 0, k), c, env) for k in expected for c in INPUTS.values())
+        assert not any(_matches(tmp_path / "job-1" / "node1" / "notes.txt", c, env) for c in INPUTS.values())
+
+    def test_real_files(self, rank_root: tuple[Path, str]) -> None:
+        """Every file hvdlog wrote on this node is read once; the dissect gives parse_path's answer."""
+        root, host = rank_root
+        env = _env(root, host)
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        mine = [p for p in files if p.parent.name == host]
+        assert len(mine) >= 12
+        for path in files:
+            readers = [i for i, config in INPUTS.items() if _matches(path, config, env)]
+            assert len(readers) == (1 if path.parent.name == host else 0), f"{path}: read by {readers}"
+            if not readers:
+                continue
+            config = INPUTS[readers[0]]
+            tokenizer = expand(config["processors"][0]["dissect"]["tokenizer"], env)
+            fields = dissect(tokenizer, str(path))
+            truth = layout.parse_path(path)
+            assert fields and truth, path
+            assert (fields["job"], fields["host.name"], fields["rank"]) == (truth.job, truth.host, truth.rank)
+            if truth.kind != "events":
+                assert fields["horovod.launcher.stream"] == truth.kind
+
+
+class TestMultiline:
+    """The native input's multiline parsers, applied as Filebeat applies them."""
+
+    def test_blocks_are_single_events(self) -> None:
+        """Every stall block and traceback of the corpus and captures is one event, starting an event."""
+        counts = {"stall": 0, "traceback": 0, "chained": 0}
+        for path in _native_files():
+            for tag, lines in streams(path).items():
+                spans = event_spans(lines)
+                starts = dict(spans)
+                for kind, first, last in blocks(lines):
+                    assert first in starts, f"{path.name} {tag}: the {kind} at line {first} does not start an event"
+                    assert starts[first] >= last, (
+                        f"{path.name} {tag}: the {kind} at lines {first}-{last} is split:\n" + "\n".join(lines[first : last + 1])
+                    )
+                    counts[kind] += 1
+                    counts["chained"] += kind == "traceback" and any(_split(line)[1] in _CHAINED for line in lines[first:last])
+        assert counts["stall"] >= 10 and counts["traceback"] >= 5 and counts["chained"] >= 1, counts
+
+    def test_no_overjoining(self) -> None:
+        """Each Horovod header line and each new traceback begins its own event."""
+        checked = 0
+        for path in _native_files():
+            for lines in streams(path).values():
+                starts = {first for first, _ in event_spans(lines)}
+                chained = {first for kind, first, _ in blocks(lines) if kind == "traceback"}
+                for index, line in enumerate(lines):
+                    body = _split(line)[1]
+                    if _HOROVOD_HEADER.match(body) or (body == _TRACEBACK and (index in chained or index == 0)):
+                        assert index in starts, f"{path.name}: line {index} was glued to the event before it:\n{line}"
+                        checked += 1
+        assert checked >= 100, checked
+
+
+# --- a real Filebeat --------------------------------------------------------------------------
+
+
+def _run_filebeat(root: Path, host: str, out: Path, expected: int) -> list[dict[str, Any]]:
+    """Run Filebeat with shipper/filebeat.yml (output switched to a file) until it has written
+    ``expected`` events, or 60 s have passed."""
+    binary = _tool("HVDLOG_FILEBEAT", "install-filebeat.sh")
+    env = {**os.environ, **_env(root, host)}
+    command = [
+        binary, "-e", "-c", str(FILEBEAT_YML), "--strict.perms=false",
+        "--path.home", str(out), "--path.data", str(out / "data"), "--path.logs", str(out / "logs"),
+        "-E", "output.logstash.enabled=false", "-E", f"output.file.path={out / 'events'}",
+        "-E", "output.file.filename=events", "-E", "queue.disk.max_size=256MB", "-E", "http.enabled=false",
+    ]
+    events_file = out / "events" / "events"
+    with open(out / "filebeat.log", "wb") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and process.poll() is None:
+                if events_file.exists() and len(events_file.read_text().splitlines()) >= expected:
+                    break
+                time.sleep(0.5)
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+    assert events_file.exists(), f"Filebeat wrote nothing:\n{(out / 'filebeat.log').read_text()[-3000:]}"
+    return [json.loads(line) for line in events_file.read_text().splitlines()]
+
+
+class TestRealFilebeat:
+    """A real Filebeat build over real per-rank files."""
+
+    def test_ships_rank_files(self, rank_root: tuple[Path, str], tmp_path: Path) -> None:
+        """One event per JSON line and per emulated native event, fields from the path, nothing
+        from the other node, and native messages exactly as the emulation joins them."""
+        root, host = rank_root
+        mine = sorted(p for p in root.rglob("rank-*") if p.parent.name == host)
+        json_lines = {p: [json.loads(line) for line in p.read_text().splitlines()] for p in mine if p.suffix == ".jsonl"}
+        native = {p: join_lines(p.read_text(), NATIVE_PARSERS) for p in mine if p.suffix == ".log"}
+        expected = sum(map(len, json_lines.values())) + sum(map(len, native.values()))
+        events = _run_filebeat(root, host, tmp_path, expected)
+        assert len(events) == expected, f"expected {expected} events, Filebeat wrote {len(events)}"
+        by_file: dict[str, list[dict[str, Any]]] = {}
+        for event in events:
+            by_file.setdefault(event["log"]["file"]["path"], []).append(event)
+        assert "other-node" not in "".join(by_file)
+        for path, records in json_lines.items():
+            shipped = sorted(by_file[str(path)], key=lambda e: e["log"]["offset"])
+            truth = layout.parse_path(path)
+            assert [e["message"] for e in shipped] == [r["message"] for r in records]
+            for event, record in zip(shipped, records, strict=True):
+                assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, truth.rank)
+                assert event["log"]["level"] == record["log.level"] and event["tags"] == ["hvdlog_events"]
+                assert event.get("step") == record.get("step") and event["event"]["dataset"] == record["event.dataset"]
+                # Filebeat keeps the event's own time (to the millisecond), not the read time.
+                assert event["@timestamp"][:23] == record["@timestamp"][:23]
+        for path, joined in native.items():
+            shipped = sorted(by_file.get(str(path), []), key=lambda e: e["log"]["offset"])
+            truth = layout.parse_path(path)
+            assert [e["message"] for e in shipped] == joined, path.name
+            for event in shipped:
+                assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, truth.rank)
+                assert event["horovod"]["launcher"]["stream"] == truth.kind and event["tags"] == ["hvdlog_native"]
+        tracebacks = [e for e in events if _split(e["message"])[1].startswith("Traceback")]  # after the tee's arrival time
+        assert any("injected fault on rank 1" in e["message"] for e in tracebacks)
+        assert any("During handling of the above exception" in e["message"] and e["message"].count(_TRACEBACK) == 2 for e in tracebacks)
+        assert sum("Missing ranks:" in e["message"] for e in events) >= 3
+
+
+def stall_report(ranks: int) -> list[str]:
+    """The stall inspector's report on rank 0 of a ``ranks``-rank job where every other rank
+    is missing (Horovod 0.28 format, ARCHITECTURE.md): one line per missing rank."""
+    header = (
+        "[2026-11-30 14:00:00.123456: W /tmp/horovod-0.28.1/horovod/common/stall_inspector.cc:107] One or more tensors were"
+        " submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for"
+        " more than 60 seconds. This may indicate that different ranks are trying to submit different tensors or that"
+        " only subset of ranks is submitting tensors, which will cause deadlock. "
+    )
+    return [header, "Missing ranks:", *(f"{rank}: [allreduce.grad.layer{rank % 7}, allreduce.grad.bias{rank % 5}]" for rank in range(1, ranks))]
+
+
+class TestLargeJobs:
+    """A stall block of a 4,096-rank job through the real Filebeat and the parsing pieces."""
+
+    def test_4096_rank_stall_block_arrives_whole(self, tmp_path: Path) -> None:
+        """Filebeat (shipper/filebeat.yml, real build) ships the 4,097-line block as ONE event,
+        and parsing that event names all 4,095 missing ranks."""
+        from hvdlog.parse import parse_lines
+
+        root, host = tmp_path / "root", "node1"
+        rank_dir = root / "big-job" / host
+        rank_dir.mkdir(parents=True)
+        block = stall_report(4096)
+        after = "[2026-11-30 14:00:05.000001: I /tmp/horovod-0.28.1/horovod/common/operations.cc:600] after the stall"
+        (rank_dir / "rank-0.stderr.log").write_text("\n".join([*block, after]) + "\n")
+        out = tmp_path / "fb"
+        out.mkdir()
+        events = _run_filebeat(root, host, out, expected=2)
+        assert len(events) == 2, [e["message"][:80] for e in events]
+        shipped = sorted(events, key=lambda e: e["log"]["offset"])
+        assert shipped[0]["message"].split("\n") == block, "the stall block was cut or split"
+        assert shipped[1]["message"] == after
+        documents = list(parse_lines(shipped[0]["message"].split("\n"), path=str(rank_dir / "rank-0.stderr.log"), timezone="UTC"))
+        stalls = [doc for doc in documents if (doc.get("horovod") or {}).get("stall")]
+        assert len(stalls) == 1, documents[:3]
+        assert sorted(stalls[0]["horovod"]["stall"]["missing_ranks"]) == list(range(1, 4096))
+
+    def test_max_lines_covers_large_jobs(self) -> None:
+        """Both multiline parsers allow a block for 16,384+ ranks (one line per missing rank)."""
+        for parser in INPUTS["hvdlog-native"]["parsers"]:
+            assert parser["multiline"]["max_lines"] >= 16_384 + 2
+
+
+class TestTimelineInput:
+    """The input for documents derived from Horovod's timeline (hvdlog/timeline_format/documents.py)."""
+
+    def test_paths(self, tmp_path: Path) -> None:
+        """The export and its rotations go to the timeline input only; the raw timeline and rank files do not."""
+        env = _env(tmp_path, "node1")
+        host = tmp_path / "job-1" / "node1"
+        for name, expected in [("horovod-timeline.ndjson", ["hvdlog-timeline"]), ("horovod-timeline.ndjson.2", ["hvdlog-timeline"]),
+                               ("horovod-timeline.json", []), ("horovod-timeline.3.json", [])]:
+            assert [i for i, c in INPUTS.items() if _matches(host / name, c, env)] == expected, name
+        assert not _matches(tmp_path / "job-1" / "node2" / "horovod-timeline.ndjson", INPUTS["hvdlog-timeline"], env)
+        assert not _matches(layout.rank_file(tmp_path, "job-1", "node1", 0), INPUTS["hvdlog-timeline"], env)
+        tokenizer = expand(INPUTS["hvdlog-timeline"]["processors"][0]["dissect"]["tokenizer"], env)
+        assert dissect(tokenizer, str(host / "horovod-timeline.ndjson")) == {"job": "job-1", "host.name": "node1"}
+
+    def test_real_filebeat_ships_the_export(self, tmp_path: Path) -> None:
+        """A real Filebeat ships every exported document, keys expanded, job and host from the path."""
+        from hvdlog.timeline_format.documents import documents, export_line
+        from hvdlog.timeline_format.records import negotiations_and_runs
+
+        root, host = tmp_path / "root", "node1"
+        target = root / "job-tl" / host / "horovod-timeline.ndjson"
+        target.parent.mkdir(parents=True)
+        records = negotiations_and_runs([Path(__file__).resolve().parents[1] / "timeline" / "gloo-straggler-rank1-nocache.json"])
+        docs = list(documents(records, None, None))
+        target.write_bytes(b"".join(map(export_line, docs)))
+        (tmp_path / "fb").mkdir()
+        events = _run_filebeat(root, host, tmp_path / "fb", len(docs))
+        assert len(events) == len(docs)
+        shipped = sorted(events, key=lambda e: e["log"]["offset"])
+        for event, doc in zip(shipped, docs, strict=True):
+            assert (event["job"], event["host"]["name"], event["tags"]) == ("job-tl", host, ["hvdlog_timeline"])
+            assert event["horovod"]["timeline"]["tensor"] == doc["horovod.timeline.tensor"]
+            assert event["horovod"]["timeline"].get("last_rank") == doc.get("horovod.timeline.last_rank")
+            assert event["@timestamp"][:23] == doc["@timestamp"][:23]

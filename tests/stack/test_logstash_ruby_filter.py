@@ -1,0 +1,277 @@
+"""The horovod-native pipeline's ruby filter (logstash/pipeline/horovod_native.rb), run in
+JRuby (the Ruby Logstash 8.19 embeds) through logstash-filter-ruby's contract
+(tests/support/ruby/run_filter.rb: register with script_params, filter returning arrays, one instance
+shared by concurrent workers), fed with what Logstash's grok really produces, gives the
+documents `hvdlog parse` gives -- every field, compared whole.
+
+What reaches the filter is built from the corpus as Logstash would receive it: each rank's
+stream joined into events by Filebeat's multiline rules (tests/support/native_events.py);
+then horovod-native.conf's steps before the ruby filter, in order: the arrival-time grok and
+gsub, the launcher-tag groks (with their `overwrite` and `add_field`) and gsubs, the blank
+drop, the block copy and the core-line grok (`keep_empty_captures`). Every grok runs in
+Logstash's grok (tests/support/grok.py, Regexp::MULTILINE); the gsub regexes are the
+pattern file's *_ANY patterns (tests/stack/test_logstash_config.py checks the conf uses exactly
+those). No Logstash can run here: the date filter, data_stream and tidy steps after the
+ruby filter are not run, so @timestamp is not compared (tests/parse/test_parse_native.py covers time).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from corpus.cases import cases
+from corpus.realworld import check_documents, real_cases
+from corpus.tools_required import installed, jdk_tool
+from support.grok import run_logstash
+from support.native_events import events_of, streams_of
+
+from hvdlog.documents import flatten
+from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.parse import parse_lines
+from hvdlog.parse.jsonl import nest
+from hvdlog.parse.launcher import path_fields
+from hvdlog.parse.messages import MESSAGES_FILE
+from hvdlog.parse.native import NativeParser
+from hvdlog.parse.patterns import PATTERN_FILE, load_definitions
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "logstash" / "pipeline" / "horovod_native.rb"
+CONF = ROOT / "logstash" / "pipeline" / "horovod-native.conf"
+RUNNER = ROOT / "tests" / "support" / "ruby" / "run_filter.rb"
+DEFINITIONS = load_definitions()
+_TIME = DEFINITIONS["HOROVOD_LAUNCHER_TIME"]
+ARRIVAL_GSUB = re.compile(DEFINITIONS["HVDLOG_ARRIVAL_PREFIX_ANY"], re.MULTILINE)
+#: horovod-native.conf's tag groks, in order, and the gsubs that follow each.
+TAG_STEPS = [
+    ("openmpi", "HOROVOD_OPENMPI_LINE", [f"^(?:{_TIME})?{DEFINITIONS['HOROVOD_OPENMPI_TAG_ANY']}", DEFINITIONS["HOROVOD_OPENMPI_TAG_ANY"]]),
+    ("gloo", "HOROVOD_GLOO_LINE", [f"^(?:{_TIME})?{DEFINITIONS['HOROVOD_GLOO_TAG_ANY']}"]),
+    ("mpich", "HOROVOD_MPICH_LINE", [f"^{DEFINITIONS['HOROVOD_MPICH_TAG_ANY']}"]),
+    ("srun", "HOROVOD_SRUN_LINE", [f"^{DEFINITIONS['HOROVOD_SRUN_TAG_ANY']}"]),
+]
+COLLECTOR_GSUB = re.compile(f"^(?:{DEFINITIONS['HOROVOD_COLLECTOR_PREFIX']})", re.MULTILINE)
+TAG_OVERWRITE = ("rank", "horovod.launcher.stream")
+OPENMPI_RANKS = re.compile(r"\[\d+,(\d+)\]<std")
+CORE_OVERWRITE = ("message", "rank")
+NATIVE_CASES = [case for case in cases() if case.log.parent.name != "horovod.app"]
+REAL_CASES = real_cases()
+#: Real-world cases (tests/corpus/realworld) whose expected documents the Logstash path gives;
+#: raise it when a rule lands in logstash/ (it may only go up).
+REALWORLD_RIGHT_THROUGH_LOGSTASH = 41
+
+
+@pytest.fixture(name="jruby", scope="module")
+def fixture_jruby() -> str:
+    """jruby-complete.jar from scripts/install-jruby.sh."""
+    return installed("HVDLOG_JRUBY", "jruby-complete.jar", "install-jruby.sh")
+
+
+def run_filter(jruby: str, events: list[dict[str, Any]], *, chatter: str = "keep", workers: int = 1) -> list[list[dict[str, Any]]]:
+    """Each event through the ruby filter; the events that leave it, per input."""
+    params = json.dumps({"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE), "chatter": chatter})
+    result = subprocess.run(
+        [jdk_tool("java"), "-jar", jruby, "--dev", str(RUNNER), str(SCRIPT), params, "--workers", str(workers)],
+        input="".join(json.dumps(event) + "\n" for event in events),
+        capture_output=True, text=True, check=False, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ruby filter exception" not in result.stderr, result.stderr[:3000]
+    outputs = [json.loads(line)["events"] for line in result.stdout.splitlines()]
+    assert len(outputs) == len(events)
+    return outputs
+
+
+def _grok_into(event: dict[str, Any], captures: dict[str, Any], overwrite: tuple[str, ...]) -> None:
+    """A grok match's captures into a (flat) event, by logstash-filter-grok 4.4.4's `handle`:
+    overwrite listed fields, set absent ones, append to arrays, promote strings to arrays,
+    leave other existing values alone."""
+    for field, value in captures.items():
+        field = field.strip("[]").replace("][", ".")
+        previous = event.get(field)
+        if field in overwrite or previous is None:
+            event[field] = value
+        elif isinstance(previous, list):
+            previous.append(value)
+        elif isinstance(previous, str):
+            event[field] = [previous, value]
+
+
+class Shipped:
+    """One Filebeat event: where it comes from, its text, the base fields Filebeat gave it,
+    and the documents `hvdlog parse` makes of its lines."""
+
+    def __init__(self, source: str, path: str, text: str, docs: list[dict[str, Any]]) -> None:
+        self.source = source  # a corpus case id, or realworld/<case>
+        self.text = text
+        self.docs = docs
+        self.event: dict[str, Any] = {"message": text, "log.file.path": path, **path_fields(path)}
+
+
+def _events_of_file(source: str, path: str, streams: list[list[str]], timezone: str) -> Iterator[Shipped]:
+    for stream in streams:
+        # Logstash has no --size: the job size comes only from the log itself, on both sides.
+        parser = NativeParser(timezone=timezone)
+        for text in events_of(stream):
+            yield Shipped(source, path, text, list(parse_lines(text.split("\n"), path=path, parser=parser)))
+
+
+def _shipped() -> Iterator[Shipped]:
+    for case in NATIVE_CASES:
+        yield from _events_of_file(case.id, case.config["path"], streams_of(case), case.config.get("timezone", "UTC"))
+
+
+def _shipped_realworld() -> Iterator[Shipped]:
+    for real in REAL_CASES:
+        for relative, path in real.files():
+            if not (path.name.endswith(".jsonl") or ".jsonl." in path.name):  # JSON events: horovod-app
+                yield from _events_of_file(f"realworld/{real.id}", relative, streams_of(path), real.timezone)
+
+
+def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
+    """horovod-native.conf's steps before the ruby filter (None: dropped as blank)."""
+    arrival = run_logstash([("HVDLOG_ARRIVAL_PREFIX", item.text) for item in shipped])
+    texts = [ARRIVAL_GSUB.sub("", item.text) for item in shipped]
+    for item, answer, text in zip(shipped, arrival, texts, strict=True):
+        _grok_into(item.event, answer["captures"], ())
+        item.event["message"] = text
+    tags = run_logstash([(name, text) for text in texts for _, name, _ in TAG_STEPS])
+    for index, item in enumerate(shipped):
+        for step, (launcher, _, _) in enumerate(TAG_STEPS):
+            answer = tags[index * len(TAG_STEPS) + step]
+            if answer["match"]:
+                _grok_into(item.event, answer["captures"], TAG_OVERWRITE)
+                item.event["horovod.launcher.format"] = launcher
+                break
+        item.event["message"] = COLLECTOR_GSUB.sub("", item.event["message"])
+        for launcher, _, gsubs in TAG_STEPS:
+            if item.event.get("horovod.launcher.format") == launcher:
+                for gsub in gsubs:
+                    item.event["message"] = re.sub(gsub, "", item.event["message"], flags=re.MULTILINE)
+    kept = [item for item in shipped if re.search(r"\S", item.event["message"])]
+    core = run_logstash([("HOROVOD_CORE_LINE", item.event["message"]) for item in kept], keep_empty=True)
+    for item, answer in zip(kept, core, strict=True):
+        item.event["@metadata.hvd.block"] = item.event["message"]
+        _grok_into(item.event, answer["captures"], CORE_OVERWRITE)
+    kept_ids = {id(item) for item in kept}
+    return [nest(dict(item.event)) if id(item) in kept_ids else None for item in shipped]
+
+
+def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    """Every field but those set after the ruby filter (time) and @metadata (never indexed)."""
+    return {name: value for name, value in flatten(doc) if name != "@timestamp" and not name.startswith("@metadata")}
+
+
+def _through(jruby: str, shipped: list[Shipped]) -> list[tuple[Shipped, list[dict[str, Any]] | None]]:
+    inputs = _before_ruby(shipped)
+    outputs = iter(run_filter(jruby, [event for event in inputs if event is not None]))
+    return [(item, None if event is None else next(outputs)) for item, event in zip(shipped, inputs, strict=True)]
+
+
+@pytest.fixture(name="through_filter", scope="module")
+def fixture_through_filter(jruby: str) -> list[tuple[Shipped, list[dict[str, Any]] | None]]:
+    """Every shipped event of the native corpus and what leaves the ruby filter (None: dropped before it)."""
+    return _through(jruby, list(_shipped()))
+
+
+class TestSameDocumentsAsHvdlogParse:
+    def test_every_field_of_every_event(self, through_filter) -> None:
+        """Each shipped event gives exactly hvdlog parse's documents (several when Filebeat
+        joined lines hvdlog parse keeps apart), every field compared."""
+        compared = multiline = split = 0
+        differences = []
+        for item, events in through_filter:
+            if events is None:  # blank after prefixes and tags: hvdlog parse skips it too
+                assert item.docs == [], item.text
+                continue
+            if len(set(OPENMPI_RANKS.findall(item.text))) > 1:
+                # another rank's output cut this line on an Open MPI console: hvdlog parse re-joins
+                # the pieces per rank; Filebeat ships per-rank files, where it cannot happen
+                continue
+            ours = [_comparable(event) for event in events]
+            theirs = [_comparable(doc) for doc in item.docs]
+            if ours != theirs:
+                differences.append((item.source, item.text[:300], ours, theirs))
+            compared += 1
+            multiline += "\n" in item.text
+            split += len(item.docs) > 1
+        assert not differences, f"{len(differences)} differ, first: {differences[:2]}"
+        assert compared > 300 and multiline >= 20 and split >= 1, (compared, multiline, split)
+
+    def test_stalls_and_tracebacks_are_among_them(self, through_filter) -> None:
+        """The comparison covers stall blocks (with core header) and tracebacks as whole events."""
+        stalls = sum(
+            "\n" in item.text and len(item.docs) == 1 and "stall" in item.docs[0].get("horovod", {}) for item, _ in through_filter
+        )
+        tracebacks = sum("Traceback (most recent call last):\n" in item.text and len(item.docs) == 1 for item, _ in through_filter)
+        assert stalls >= 6 and tracebacks >= 6, (stalls, tracebacks)
+
+
+class TestRealWorld:
+    def test_expected_documents_through_logstash(self, jruby: str) -> None:
+        """The real-world cases' expected documents (tests/corpus/realworld), from the Logstash
+        path: Filebeat's events through the conf's groks and the ruby filter."""
+        documents: dict[str, list[dict[str, Any]]] = {}
+        for item, events in _through(jruby, list(_shipped_realworld())):
+            documents.setdefault(item.source, []).extend(events or [])
+        for real in REAL_CASES:  # our JSON events: horovod-app keeps them as Filebeat decoded them
+            for relative, path in real.files():
+                if path.name.endswith(".jsonl") or ".jsonl." in path.name:
+                    documents.setdefault(f"realworld/{real.id}", []).extend(parse_lines(path.read_bytes().splitlines(), path=relative))
+        problems = {}
+        for real in REAL_CASES:
+            # @timestamp comes from the date filter, which is not run here
+            expected = [{**item, "fields": {name: value for name, value in item.get("fields", {}).items() if name != "@timestamp"}}
+                        for item in real.config.get("documents") or []]
+            problems[real.id] = check_documents(expected, documents.get(f"realworld/{real.id}", []))
+        right = sorted(case for case, found in problems.items() if not found)
+        print(f"real-world documents through Logstash: {len(right)}/{len(problems)} right")
+        for case, found in problems.items():
+            for problem in found:
+                print(f"  {case}: {problem}")
+        assert len(right) >= REALWORLD_RIGHT_THROUGH_LOGSTASH, {case: found for case, found in problems.items() if found}
+
+
+class TestFilterContract:
+    def test_levels_are_fields_py(self) -> None:
+        """The script's level letters are hvdlog/fields.py's."""
+        found = dict(re.findall(r'"([TDIWEF])" => "(\w+)"', SCRIPT.read_text(encoding="utf-8")))
+        assert found == HOROVOD_LEVEL_LETTERS
+
+    def test_chatter_sampled_per_stream_by_concurrent_workers(self, jruby: str) -> None:
+        """sample=N keeps exactly one in N chatter lines of each stream, with 4 workers sharing
+        the one instance (an unsynchronised counter loses counts), and never a W line."""
+        chatter = "Sent 1 messages to coordinator."
+        events = []
+        for rank in range(4):
+            for _ in range(200):
+                events.append({"message": chatter, "rank": rank, "@metadata": {"hvd": {"level": "D", "block": chatter}}})
+        events.append({"message": chatter, "rank": 0, "@metadata": {"hvd": {"level": "W", "block": chatter}}})
+        outputs = run_filter(jruby, events, chatter="sample=10", workers=4)
+        kept = [event for events_out in outputs for event in events_out]
+        by_rank = {rank: sum(event["rank"] == rank and event["log"]["level"] == "debug" for event in kept) for rank in range(4)}
+        assert by_rank == {0: 20, 1: 20, 2: 20, 3: 20}
+        assert outputs[-1][0]["log"]["level"] == "warning"
+        dropped = run_filter(jruby, events, chatter="drop", workers=2)
+        assert sum(map(len, dropped)) == 1
+
+    def test_a_failing_script_is_tagged_not_lost(self, jruby: str, tmp_path: Path) -> None:
+        """The runner follows the ruby filter: an exception tags the event _rubyexception and
+        keeps it; a non-array return is an exception (so the checks above can fail)."""
+        broken = tmp_path / "broken.rb"
+        broken.write_text("def filter(event)\n  event\nend\n")
+        result = subprocess.run(
+            [jdk_tool("java"), "-jar", jruby, "--dev", str(RUNNER), str(broken), "{}"],
+            input='{"message": "x"}\n', capture_output=True, text=True, check=False, timeout=300,
+        )
+        assert json.loads(result.stdout)["events"] == [{"message": "x", "tags": ["_rubyexception"]}]
+        assert "did not return an array" in result.stderr
+
+    def test_parse_failures_are_tagged(self, through_filter) -> None:
+        """Unrecognised lines are kept with the parse-failure tag, as hvdlog parse does."""
+        tagged = sum(PARSE_FAILURE_TAG in (event.get("tags") or []) for _, events in through_filter for event in events or [])
+        assert tagged >= 10

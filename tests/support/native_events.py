@@ -1,0 +1,45 @@
+"""The native corpus as Logstash receives it: one stream per rank and stream (Filebeat reads
+per-rank files; a console capture is split by its launcher tags), each joined into events by
+shipper/filebeat.yml's multiline parsers (tests/support/filebeat_emulation.py, itself
+checked against a real Filebeat and RE2 in tests/stack/test_filebeat.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Final
+
+import yaml
+from corpus.cases import Case
+from support.filebeat_emulation import join_lines, multiline_parsers
+
+from hvdlog.parse import decode_line
+
+__all__ = ["NATIVE_PARSERS", "events_of", "streams_of"]
+
+_FILEBEAT_YML: Final = Path(__file__).resolve().parent.parent.parent / "shipper" / "filebeat.yml"
+NATIVE_PARSERS: Final = multiline_parsers(
+    next(i for i in yaml.safe_load(_FILEBEAT_YML.read_text())["filebeat.inputs"] if i["id"] == "hvdlog-native")
+)
+_TAG: Final = re.compile(
+    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?"
+    r"(?:\[pod/[^\]\s]+\] |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z (?:(?:stdout|stderr) [FP] )?|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \S+ -- )*"
+    r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
+    r"(?P<tag>\[\d+(?:,\d+)?\]<std(?:out|err|diag)>:|\[\d+\] |\d+: (?!\[(?!\d{4}-|[TDIWEF] )))?"
+)
+
+
+def streams_of(case: Case | Path) -> list[list[str]]:
+    """A case's (or a file's) lines grouped by launcher tag (one group when untagged), in order."""
+    groups: dict[str, list[str]] = {}
+    raws = case.read_bytes().splitlines() if isinstance(case, Path) else case.lines()
+    for raw in raws:
+        line = decode_line(raw)
+        found = _TAG.match(line)
+        groups.setdefault(found["tag"] or "" if found else "", []).append(line)
+    return list(groups.values())
+
+
+def events_of(lines: list[str]) -> list[str]:
+    """The events Filebeat's native input makes of one stream's lines."""
+    return join_lines("\n".join(lines) + "\n", NATIVE_PARSERS)

@@ -1,0 +1,87 @@
+"""Real ``horovodrun`` runs for the query and CLI tests: a stall, then a crash; and a straggler.
+
+``faults`` is the training example with two fault flags on rank 1: it hangs at step 3
+(the watchdogs report a stall, rank 0 waiting in the allreduce) and raises at step 6
+(rank 0 dies as collateral). ``straggler`` is a small job whose rank 1 is slow and says so
+in its ``samples_per_sec`` (see support/straggler_job.py for why the training example's
+own straggler flag cannot be told apart). Both run concurrently, once per test process,
+and are cached; the faults job also writes an ``--output-filename`` tree.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+__all__ = ["FAULTS", "STRAGGLER", "Corpus", "corpus", "start"]
+
+REPO = Path(__file__).resolve().parents[2]
+#: Job ids, unique per test process: other tests may write to the same Elasticsearch data streams.
+_RUN_ID = uuid.uuid4().hex[:6]
+FAULTS, STRAGGLER = f"faults-{_RUN_ID}", f"straggler-{_RUN_ID}"
+_CACHE: dict[str, Corpus] = {}
+_RUNNING: dict[str, tuple[Corpus, dict[str, subprocess.Popen[bytes]]]] = {}
+
+
+class Corpus:
+    """Where the runs wrote: ``logs`` (our layout, both jobs) and ``output`` (--output-filename of faults)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.logs = root / "logs"
+        self.output = root / "output"
+
+    @property
+    def host(self) -> str:
+        """The host directory the runs wrote under (this machine's name)."""
+        (host,) = [path.name for path in (self.logs / FAULTS).iterdir()]
+        return host
+
+
+def _horovodrun(args: list[str], console: Path, timeout_env: dict[str, str]) -> subprocess.Popen[bytes]:
+    exe = Path(sys.executable).with_name("horovodrun")
+    if not exe.exists():
+        raise RuntimeError(f"no horovodrun next to {sys.executable}: run `make test` (setup builds Horovod)")
+    with open(console, "wb") as out:
+        return subprocess.Popen([str(exe), "-np", "2", "--gloo", *args], stdout=out, stderr=subprocess.STDOUT, env=timeout_env)
+
+
+def start() -> None:
+    """Launch both jobs in the background (idempotent), e.g. while Elasticsearch starts."""
+    if _CACHE or _RUNNING:
+        return
+    root = Path(tempfile.mkdtemp(prefix="hvdlog-query-corpus-"))
+    atexit.register(shutil.rmtree, root, True)
+    result = Corpus(root)
+    env = {**os.environ, "TZ": "UTC", "PYTHONPATH": str(REPO)}
+    train = str(REPO / "training" / "train.py")
+    jobs = {
+        FAULTS: ["--output-filename", str(result.output), sys.executable, train, "--epochs", "1", "--log-root",
+                 str(result.logs), "--steps-per-epoch", "8", "--job", FAULTS, "--stall-after", "2",
+                 "--hang-rank", "1", "--hang-at-step", "3", "--hang-seconds", "4", "--crash-rank", "1", "--crash-at-step", "6"],
+        STRAGGLER: [sys.executable, str(REPO / "tests" / "support" / "straggler_job.py"), str(result.logs), STRAGGLER,
+                    "1", "0.15", "12"],
+    }
+    _RUNNING["corpus"] = (result, {name: _horovodrun(args, root / f"{name}.console", env) for name, args in jobs.items()})
+
+
+def corpus() -> Corpus:
+    """Run the jobs once (or wait for :func:`start`'s) and return where they wrote; fails loudly if a job misbehaves."""
+    if "corpus" in _CACHE:
+        return _CACHE["corpus"]
+    start()
+    result, running = _RUNNING.pop("corpus")
+    for name, process in running.items():
+        code = process.wait(timeout=240)
+        expected = 1 if name == FAULTS else 0
+        if code != expected:
+            console = (result.root / f"{name}.console").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"horovodrun job {name} exited {code}, expected {expected}:\n{console}")
+    _CACHE["corpus"] = result
+    return result
