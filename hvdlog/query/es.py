@@ -299,16 +299,18 @@ class ElasticsearchSource:
                 break
         yield from sorted(reversed(newest[:last]), key=sort_key)  # noqa: C414 - reversed first: ties keep index order, as ascending
 
-    def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
+    def follow(self, spec: Filter, interval: float = 1.0, *, from_start: bool = False, wait: bool = False) -> Iterator[Document]:
         """Documents indexed from now on, by polling for ``@timestamp`` at or after the last one seen.
 
         Documents that arrive later than ``interval`` with an older ``@timestamp`` than the
-        newest already shown are missed; ``grep`` without ``-f`` finds them.
+        newest already shown are missed; ``grep`` without ``-f`` finds them. ``from_start``
+        begins at ``spec.since`` (or the oldest document); ``wait`` is accepted for the files'
+        sake (an index that does not exist yet is already waited for).
         """
         es = self._client()
         query = to_query(spec)
         seen_at_edge: set[str] = set()
-        edge = int(time.time() * 1000)
+        edge = int(spec.since.timestamp() * 1000) if from_start and spec.since else 0 if from_start else int(time.time() * 1000)
         while True:
             bounded = {"bool": {"filter": [query, {"range": {"@timestamp": {"gte": edge, "format": "epoch_millis"}}}]}}
             with self._errors():
