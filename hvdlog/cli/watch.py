@@ -20,6 +20,7 @@ from hvdlog.cli.output import Printer
 from hvdlog.documents import Document, get_field, job_of
 from hvdlog.layout import safe_job_id
 from hvdlog.query.delivery import Command, Dispatcher, Target, Webhook, discover_link, safe_url
+from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.source import Source, SourceError
 from hvdlog.query.watch import Alert, Watcher
 
@@ -27,6 +28,8 @@ __all__ = ["SPOOL_NAME", "watch"]
 
 #: The spool's file name in the job's folder (not ``.jsonl``/``.log``: no walker takes it for a rank's log).
 SPOOL_NAME = "hvdlog-watch.spool"
+#: How far back (s) each poll of Elasticsearch looks again for documents indexed late.
+ES_LOOK_BACK_S = 15.0
 _MARKS = {"firing": ("ALERT", "bold red"), "update": ("UPDATE", "red"), "resolved": ("RESOLVED", "green")}
 
 
@@ -92,7 +95,10 @@ class _Session:
 
     def _pump(self, source: Source) -> None:
         try:
-            for doc in source.follow(self.run.spec, self.interval, from_start=self.from_start, wait=True):
+            follow = source.follow(self.run.spec, self.interval, from_start=self.from_start, wait=True)
+            if isinstance(source, ElasticsearchSource):  # shippers deliver the ranks' lines out of order: look back
+                follow = source.follow(self.run.spec, self.interval, from_start=self.from_start, wait=True, lag=ES_LOOK_BACK_S)
+            for doc in follow:
                 self.found.put(doc)
         except SourceError as exc:
             self.found.put(f"{source.label}: {exc}")

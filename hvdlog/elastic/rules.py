@@ -24,17 +24,10 @@ from typing import Any, Final
 
 from hvdlog.elastic.templates import INDEX_PATTERN
 
-__all__ = ["RULES", "Rule", "create_body", "install_rules", "update_body"]
+__all__ = ["RULES", "UPDATE_FIELDS", "Rule", "create_body", "install_rules", "update_body"]
 
-#: Fields the create-rule API documents (Kibana 8.x OpenAPI: create_es_query_rule_request.yaml).
-CREATE_FIELDS: Final = frozenset({"actions", "consumer", "enabled", "name", "notify_when", "params", "rule_type_id", "schedule", "tags", "throttle"})
-#: Fields the update-rule API documents (update_rule_request.yaml).
+#: What an update (``PUT``) may carry: the create body without ``rule_type_id``, ``consumer``, ``enabled``.
 UPDATE_FIELDS: Final = frozenset({"actions", "name", "notify_when", "params", "schedule", "tags", "throttle"})
-#: Parameters of an ``.es-query`` rule in query DSL (params_es_query_dsl_rule.yaml) and the required ones.
-PARAM_FIELDS: Final = frozenset({"aggField", "aggType", "esQuery", "excludeHitsFromPreviousRun", "groupBy", "index", "searchType",
-                                 "size", "termField", "termSize", "threshold", "thresholdComparator", "timeField",
-                                 "timeWindowSize", "timeWindowUnit"})
-REQUIRED_PARAMS: Final = frozenset({"esQuery", "index", "threshold", "thresholdComparator", "timeField", "timeWindowSize", "timeWindowUnit"})
 
 _STALL_REPORT: Final = {"bool": {"should": [{"exists": {"field": "horovod.stall.source"}},
                                             {"exists": {"field": "horovod.stall.missing_ranks"}}], "minimum_should_match": 1}}

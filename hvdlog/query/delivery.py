@@ -25,6 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -74,14 +75,20 @@ def _rison(text: str) -> str:
 
 
 def discover_link(kibana_url: str, alert: dict[str, Any], data_view: str = "hvdlog-logs", minutes: int = 30) -> str:
-    """Kibana Discover on the alert's job and ranks, over the ``minutes`` before and after the alert."""
+    """Kibana Discover on the alert's job and ranks, from ``minutes`` before the alert to ``minutes`` after it."""
     clauses = [f'job:"{alert["job"]}"'] if alert.get("job") else []
     if alert.get("ranks"):
         clauses.append("rank:(" + " or ".join(str(rank) for rank in alert["ranks"]) + ")")
     kql = " and ".join(clauses)
-    time_range = f"(time:(from:now-{minutes}m,to:now%2B{minutes}m))"
+    time_range = f"(time:(from:now-{minutes}m,to:now))"
+    if isinstance(alert.get("time"), str):
+        with contextlib.suppress(ValueError):
+            at = datetime.fromisoformat(alert["time"].replace("Z", "+00:00"))
+            span = [(at + timedelta(minutes=sign * minutes)).strftime("%Y-%m-%dT%H:%M:%S.000Z") for sign in (-1, 1)]
+            time_range = f"(time:(from:{_rison(span[0])},to:{_rison(span[1])}))"
     state = f"(dataSource:(dataViewId:{_rison(data_view)},type:dataView),query:(language:kuery,query:{_rison(kql)}))"
-    return f"{kibana_url.rstrip('/')}/app/discover#/?_g={time_range}&_a={urllib.parse.quote(state, safe='():,!')}"
+    safe = "():,!'"
+    return f"{kibana_url.rstrip('/')}/app/discover#/?_g={urllib.parse.quote(time_range, safe=safe)}&_a={urllib.parse.quote(state, safe=safe)}"
 
 
 def slack_message(alert: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +112,9 @@ class Webhook:
 
     def send(self, alert: dict[str, Any]) -> None:
         body = json.dumps(slack_message(alert) if self.fmt == "slack" else alert).encode()
-        request = urllib.request.Request(self.url, data=body, method="POST", headers={"content-type": "application/json"})
+        if urllib.parse.urlsplit(self.url).scheme not in ("http", "https"):
+            raise DeliveryError("not an http(s) URL")
+        request = urllib.request.Request(self.url, data=body, method="POST", headers={"content-type": "application/json"})  # noqa: S310 - http(s) only, checked above
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - the operator's own URL
                 response.read()

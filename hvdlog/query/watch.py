@@ -103,7 +103,7 @@ def straggler_view(row: Any) -> dict[str, Any] | None:
     data = row.to_json() if hasattr(row, "to_json") else dict(row)
     reasons = [r for r in data.get("reasons", []) if r != "no step events"]
     confidence = data.get("confidence")
-    if not data.get("outlier") or not reasons or confidence in ("unknown", None) and "confidence" in data:
+    if not data.get("outlier") or not reasons or (confidence in ("unknown", None) and "confidence" in data):
         return None
     return {"rank": data["rank"], "host": data.get("host"), "step": data.get("last_step"), "reasons": reasons,
             "reasoning": str(data.get("reasoning") or "; ".join(reasons)), "confidence": confidence or "likely"}

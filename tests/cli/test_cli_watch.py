@@ -151,3 +151,31 @@ def test_killed_rank_is_silent(tmp_path: Path, receiver: Receiver) -> None:
     assert _seconds(silent["time"]) - _seconds(killed) >= silent_after  # not before the threshold
     assert len(receiver.alerts("silent_rank")) == 1  # rank 0 kept logging: no update, no second alert
     assert silent["hosts"] and silent["step"] is not None
+
+
+@pytest.mark.elasticsearch
+def test_over_elasticsearch(tmp_path: Path, receiver: Receiver, es_url: str) -> None:
+    """The same over Elasticsearch: a hang then a crash of rank 1, shipped while it runs; stall, resolved, failure, finished."""
+    from support.watch_harness import Shipper
+
+    root, index = tmp_path / "logs", f"hvdlog-watch-{os.getpid()}"
+    shipper = Shipper(es_url, index, root)
+    watch = _Watch(tmp_path, "--webhook", receiver.url, "--es", es_url, "--index", index, "--job", "esjob",
+                   "--silent-after", "30", "--exit-when-finished")
+    job = training_job(root, "esjob", "--steps-per-epoch", "8", "--stall-after", "3", "--hang-rank", "1", "--hang-at-step", "3",
+                       "--hang-seconds", "10", "--crash-rank", "1", "--crash-at-step", "5")
+    try:
+        firing = wait_for(lambda: [a for a in receiver.alerts("stall", "firing") if a["step"] == 3], 180, "the step-3 stall alert")
+        wait_for(lambda: receiver.alerts("failure", "firing"), 120, "the failure alert")
+        assert _finish(job) != 0
+        wait_for(lambda: receiver.alerts("job_finished"), 150, "the job-finished alert")
+    finally:
+        _finish(job, 0)
+        watch.stop()
+        shipper.stop()
+    assert firing[0]["ranks"] == [1]
+    step_three = [a["status"] for a in receiver.alerts("stall") if a["episode"] == firing[0]["episode"]]
+    assert step_three == ["firing", "resolved"]
+    (failure,) = receiver.alerts("failure", "firing")
+    assert failure["ranks"] == [1] and "InjectedFault" in failure["summary"]
+    assert [a["status"] for a in receiver.alerts("job_finished")] == ["failure"]

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 IN_TREE = [sys.executable, "-c", "from hvdlog.cli.main import main; main()"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "UTC"}
 
-__all__ = ["ENV", "IN_TREE", "REPO", "IndependentRanks", "Receiver", "free_port", "rank_events", "training_job", "wait_for", "watcher"]
+__all__ = ["ENV", "IN_TREE", "REPO", "IndependentRanks", "Receiver", "Shipper", "free_port", "rank_events", "training_job", "wait_for", "watcher"]
 
 
 def free_port() -> int:
@@ -54,7 +54,7 @@ class Receiver:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 owner.bodies.append(json.loads(self.rfile.read(length)))
                 owner.paths.append(self.path)
@@ -148,3 +148,60 @@ class IndependentRanks:
                 process.kill()
             process.wait(30)
         self.rendezvous.stop()
+
+
+class Shipper:
+    """Files to Elasticsearch while the job runs: what Filebeat + Logstash do, with hvdlog's own parser.
+
+    A thread follows the job's files (the parser ``hvdlog parse`` and the Logstash filter share)
+    and bulk-indexes each poll's documents into ``index``, as a shipper would, a little late.
+    """
+
+    def __init__(self, es_url: str, index: str, root: Path, interval: float = 1.0) -> None:
+        from elasticsearch import Elasticsearch
+        from hvdlog.elastic.templates import mappings
+        from hvdlog.query.files import FileSource
+
+        self.es = Elasticsearch(es_url, request_timeout=60)
+        self.index = index
+        self.es.indices.create(index=index, mappings=mappings(), settings={"number_of_shards": 1, "number_of_replicas": 0})
+        self.source = FileSource([root], timezone="UTC", warn=lambda _m: None)
+        self.interval = interval
+        self.shipped = 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="shipper")
+        self.thread.start()
+
+    def _run(self) -> None:
+        import queue
+
+        from elasticsearch.helpers import bulk
+
+        found: queue.Queue[dict[str, Any]] = queue.Queue()
+
+        def read() -> None:
+            for doc in self.source.follow(self.source_spec(), self.interval / 2, from_start=True, wait=True):
+                found.put(doc)
+
+        threading.Thread(target=read, daemon=True, name="shipper reader").start()
+        while not self._stop.wait(self.interval):
+            batch = []
+            while not found.empty():
+                doc = found.get()
+                if doc.get("@timestamp"):
+                    batch.append(doc)
+            if batch:
+                bulk(self.es, ({"_op_type": "index", "_index": self.index, "_source": d} for d in batch), refresh=True)
+                self.shipped += len(batch)
+
+    @staticmethod
+    def source_spec() -> Any:
+        from hvdlog.query.spec import Filter
+
+        return Filter()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(10)
+        self.es.indices.delete(index=self.index, ignore_unavailable=True)
+        self.es.close()
