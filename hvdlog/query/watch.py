@@ -42,6 +42,11 @@ SETTLE_S: Final = 2.0
 #: Step events kept per rank for the straggler analysis, and the fewest it needs from every rank.
 STEP_WINDOW: Final = 60
 MIN_STEPS: Final = 5
+#: How far below the median a rank's rate or samples/s must be to alert (the analysis' own default, 0.25,
+#: flags noise on a loaded machine; a page at night should mean "less than half the others' speed").
+STRAGGLER_TOLERANCE: Final = 0.5
+#: Checks in a row a straggler must be flagged on before it is alerted.
+STRAGGLER_CHECKS: Final = 3
 #: Kept per job, so memory follows ranks and answers, not the events (the oldest go first).
 MAX_KEPT: Final = 20_000
 
@@ -224,18 +229,19 @@ class Watcher:
         view = failure_view(reports[0])
         ranks = view["blamed"]
         who = f"rank {format_ranks(ranks)}" if ranks else "rank unknown"
+        step = next((d["step"] for d in job.failures if d.get("rank") in ranks and isinstance(d.get("step"), int)), None)
         if job.failure_sent is None:
             job.failure_sent = set(view["others"])
-            summary = f"job {job.name}: first failure on {who}: {view['cause'] or 'see reasoning'}"
+            summary = f"job {job.name}: first failure on {who}" + (f" at step {step}" if step is not None else "") + f": {view['cause'] or 'see reasoning'}"
             return [self._alert("failure", "firing", job, ranks, summary, view["reasoning"], now, view["confidence"],
-                                {"collateral_ranks": view["others"], "cause": view["cause"]})]
+                                {"collateral_ranks": view["others"], "cause": view["cause"]}, step=step)]
         new = [r for r in view["others"] if r not in job.failure_sent]
         if not new:
             return []
         job.failure_sent.update(new)
         summary = f"job {job.name}: rank {format_ranks(new)} went down after {who} (collateral)"
         return [self._alert("failure", "update", job, ranks, summary, view["reasoning"], now, view["confidence"],
-                            {"collateral_ranks": sorted(job.failure_sent), "new_collateral_ranks": new, "cause": view["cause"]})]
+                            {"collateral_ranks": sorted(job.failure_sent), "new_collateral_ranks": new, "cause": view["cause"]}, step=step)]
 
     # --- stall -----------------------------------------------------------------------------------
 
@@ -275,7 +281,7 @@ class Watcher:
         if len(job.steps) < 2 or job.stall_open is not None:
             return []
         docs = [doc for series in job.steps.values() for doc in series]
-        rows = stragglers(docs)
+        rows = stragglers(docs, tolerance=STRAGGLER_TOLERANCE)
         counts = {rank: len(series) for rank, series in job.steps.items()}
         flagged: dict[int, dict[str, Any]] = {}
         for row in rows:
@@ -288,7 +294,7 @@ class Watcher:
             streak = job.straggling.get(rank, 0)
             streak = max(streak, 0) + 1 if rank in flagged else min(streak, 0) - 1
             job.straggling[rank] = streak
-            if streak >= 2 and rank not in job.straggler_open:  # flagged on two checks in a row: not a blip
+            if streak >= STRAGGLER_CHECKS and rank not in job.straggler_open:  # flagged on several checks in a row: not a blip
                 job.straggler_open.add(rank)
                 view = flagged[rank]
                 summary = f"job {job.name}: rank {rank} is a straggler: {view['reasons'][0]}"

@@ -179,3 +179,20 @@ def test_over_elasticsearch(tmp_path: Path, receiver: Receiver, es_url: str) -> 
     (failure,) = receiver.alerts("failure", "firing")
     assert failure["ranks"] == [1] and "InjectedFault" in failure["summary"]
     assert [a["status"] for a in receiver.alerts("job_finished")] == ["failure"]
+
+
+def test_straggler_alert_once(tmp_path: Path, receiver: Receiver) -> None:
+    """--straggler-rank 1 (0.3 s of extra work per step, seen in its samples/s): one straggler alert for rank 1; then success."""
+    root = tmp_path / "logs"
+    watch = _Watch(tmp_path, "--webhook", receiver.url, "--silent-after", "20", "--exit-when-finished", str(root))
+    job = training_job(root, "slow", "--steps-per-epoch", "25", "--straggler-rank", "1", "--straggler-delay", "0.3")
+    try:
+        assert _finish(job) == 0
+        wait_for(lambda: receiver.alerts("job_finished"), 120, "the job-finished alert")
+    finally:
+        _finish(job, 0)
+        watch.stop()
+    (straggler,) = receiver.alerts("straggler", "firing")
+    assert straggler["ranks"] == [1] and "samples/s" in straggler["reasoning"] and straggler["hosts"]
+    assert [a["status"] for a in receiver.alerts("job_finished")] == ["success"]
+    assert receiver.alerts("failure") == [] and receiver.alerts("silent_rank") == []
