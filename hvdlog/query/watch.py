@@ -166,19 +166,20 @@ class Watcher:
         rank = doc.get("rank")
         if isinstance(size := doc.get("size"), int) and 0 < size <= MAX_JOB_SIZE:
             job.size = size
+        failure, stall = _IS_FAILURE.matches(doc) and not _is_stall_report(doc), _IS_STALL.matches(doc)
         if isinstance(rank, int) and not isinstance(rank, bool):
             job.last_seen[rank] = now
             if isinstance(host := get_field(doc, "host.name"), str):
                 job.hosts[rank] = host
-            if isinstance(doc.get("step"), int) and not isinstance(doc.get("step"), bool):
-                self._add_step(job, rank, doc)
-        if _IS_FAILURE.matches(doc) and not _is_stall_report(doc):
+            if isinstance(doc.get("step"), int) and not isinstance(doc.get("step"), bool) and not failure and not stall:
+                self._add_step(job, rank, doc)  # progress: a stall report or a crash repeats the step it is at
+        if failure:
             job.failures.append(doc)
             job.failure_count += 1
             if isinstance(rank, int):
                 job.failed.add(rank)
             job.first_failure_at = job.first_failure_at or now
-        if _IS_STALL.matches(doc):
+        if stall:
             job.stall_docs.append(doc)
 
     @staticmethod

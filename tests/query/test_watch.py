@@ -73,6 +73,15 @@ class TestWatcher:
         assert [(a.status, a.ranks) for a in alerts] == [("firing", [1]), ("resolved", [1])]
         assert alerts[0].step == 3 and alerts[0].episode == alerts[1].episode and alerts[0].hosts == ["node1"]
 
+    def test_progress_then_crash_resolves_the_stall(self) -> None:
+        """The hung rank moves on (steps 4, 5; its watchdog had no time to say so) and then crashes: resolved, not shut down."""
+        watcher = Watcher(silent_after=60)
+        report = {"event.action": "stall", "horovod.stall.source": "watchdog", "horovod.stall.seconds": 3}
+        docs = [*_steps(1, 3, T0), _doc(T0 + 6, 1, "no progress", step=3, level="warning", **report), *_steps(4, 5, T0 + 9),
+                _doc(T0 + 11.5, 1, "uncaught exception", step=6, level="critical", **{"event.action": "uncaught_exception"})]
+        stall = [a for a in _feed(watcher, docs) if a.kind == "stall"]
+        assert [a.status for a in stall] == ["firing", "resolved"] and "progress resumed" in stall[1].summary
+
     def test_failure_once_then_collateral_update(self) -> None:
         """The culprit's exception fires once; the other rank's shutdown error later is an update naming it collateral."""
         watcher = Watcher(silent_after=60)
