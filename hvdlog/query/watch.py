@@ -135,6 +135,7 @@ class _Job:
     failure_sent: set[int] | None = None
     stall_open: str | None = None
     stall_seen: set[int] = field(default_factory=set)
+    stall_members: set[int] = field(default_factory=set)  # episodes merged into the open alert
     straggling: dict[int, int] = field(default_factory=dict)  # rank -> consecutive flagged (>0) / cleared (<0) checks
     straggler_open: set[int] = field(default_factory=set)
     silent: set[int] = field(default_factory=set)
@@ -247,34 +248,49 @@ class Watcher:
     # --- stall -----------------------------------------------------------------------------------
 
     def _stall(self, job: _Job, now: float) -> list[Alert]:
+        """One alert per stretch of overlapping episodes (ranks and sources merged); resolved when all of them ended."""
         if not job.stall_docs:
             return []
-        docs = [*job.stall_docs, *job.latest_step_doc.values()]
-        episodes = stall_episodes(docs, self.merge_gap)
-        fresh = [e for e in episodes if e._start_ms not in job.stall_seen]
+        episodes = {e._start_ms: e for e in stall_episodes([*job.stall_docs, *job.latest_step_doc.values()], self.merge_gap)}
         alerts: list[Alert] = []
-        if fresh and job.stall_open is None:
-            episode = fresh[0]
-            missing = episode.missing_ranks
-            who = f"rank {format_ranks(missing)}" if missing else "rank unknown"
-            where = f" at step {episode.step}" if episode.step is not None else ""
-            tensors = ", ".join(episode.tensors[:6]) or "the collective"
-            summary = f"job {job.name}: stall{where}: {who} not progressing; waiting: {format_ranks(episode.waiting_ranks) or '-'}"
-            reasoning = (f"{episode.source} reports since {episode.start}: {who} missing from {tensors}"
-                         + (f"; ranks {format_ranks(episode.waiting_ranks)} wait in {', '.join(episode.operations)}" if episode.waiting_ranks else ""))
-            job.stall_open = f"stall:{job.name}:{episode._start_ms}"
-            alerts.append(self._alert("stall", "firing", job, missing, summary, reasoning, now,
-                                      "certain" if missing else "unknown", _stall_details(episode), step=episode.step))
-        job.stall_seen.update(e._start_ms for e in fresh)
-        still = [e for e in episodes if not e.resolved and not e.shutdown]
-        if job.stall_open is not None and not still:
-            last = max(episodes, key=lambda e: e._last_ms)
-            ended = "shut down (the job failed)" if last.shutdown else "resolved: progress resumed"
-            summary = f"job {job.name}: stall {ended} after {last.duration_s:g} s"
-            alerts.append(self._alert("stall", "resolved", job, last.missing_ranks, summary, f"{last.source}: {ended}", now,
-                                      "certain", _stall_details(last), step=last.step, episode=job.stall_open))
-            job.stall_open = None
+        for key, episode in sorted(episodes.items()):
+            if key in job.stall_seen:
+                continue
+            job.stall_seen.add(key)
+            if job.stall_open is not None and all(episodes[m].resolved or episodes[m].shutdown for m in job.stall_members if m in episodes):
+                alerts += self._stall_ended(job, [episodes[m] for m in job.stall_members if m in episodes], now)
+            if job.stall_open is None:
+                alerts.append(self._stall_started(job, episode, now))
+            job.stall_members.add(key)
+        members = [episodes[m] for m in job.stall_members if m in episodes]
+        if job.stall_open is not None and all(e.resolved or e.shutdown for e in members):
+            alerts += self._stall_ended(job, members, now)
         return alerts
+
+    def _stall_started(self, job: _Job, episode: StallEpisode, now: float) -> Alert:
+        missing = episode.missing_ranks
+        who = f"rank {format_ranks(missing)}" if missing else "rank unknown"
+        where = f" at step {episode.step}" if episode.step is not None else ""
+        tensors = ", ".join(episode.tensors[:6]) or "the collective"
+        waiting = format_ranks(episode.waiting_ranks)
+        summary = f"job {job.name}: stall{where}: {who} not progressing; waiting: {waiting or '-'}"
+        reasoning = (f"{episode.source} reports since {episode.start}: {who} missing from {tensors}"
+                     + (f"; rank(s) {waiting} wait in {', '.join(episode.operations)}" if waiting else ""))
+        job.stall_open, job.stall_members = f"stall:{job.name}:{episode._start_ms}", set()
+        return self._alert("stall", "firing", job, missing, summary, reasoning, now, "certain" if missing else "unknown",
+                           _stall_details(episode), step=episode.step)
+
+    def _stall_ended(self, job: _Job, members: list[StallEpisode], now: float) -> list[Alert]:
+        if not members:
+            job.stall_open = None
+            return []
+        last = max(members, key=lambda e: e._last_ms)
+        ended = "shut down (the job failed)" if last.shutdown else "resolved: progress resumed"
+        summary = f"job {job.name}: stall {ended} after {last.duration_s:g} s"
+        alert = self._alert("stall", "resolved", job, last.missing_ranks, summary, f"{last.source}: {ended}", now,
+                            "certain", _stall_details(last), step=last.step, episode=job.stall_open)
+        job.stall_open = None
+        return [alert]
 
     # --- stragglers ------------------------------------------------------------------------------
 

@@ -87,11 +87,8 @@ EXPECTED: dict[str, tuple[Callable[[Document], bool], Callable[[Document], list[
 def fixture_indexed(es_url: str) -> dict[str, Document]:
     from elasticsearch import Elasticsearch
 
-    client = Elasticsearch(es_url, request_timeout=60)
-    try:
+    with Elasticsearch(es_url, request_timeout=60) as client:
         return index_corpus(client, NAMESPACE)
-    finally:
-        client.close()
 
 
 def _run_like_kibana(es_url: str, rule: Rule, start: str, end: str) -> tuple[set[str], dict[Any, int]]:
