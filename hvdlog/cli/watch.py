@@ -8,6 +8,7 @@ The sources and filters are ``grep -f``'s (PATHs and/or ``--es``); the detectors
 from __future__ import annotations
 
 import queue
+import signal
 import threading
 import time
 from pathlib import Path
@@ -68,6 +69,7 @@ def watch(run: Run, **options: Any) -> None:
     for target in targets:
         click.echo(f"hvdlog: watch: alerts go to {target.label}", err=True)
     session = _Session(run, options, dispatcher, spool)
+    signal.signal(signal.SIGTERM, _interrupt)  # systemctl stop: deliver (or spool) what is queued first
     try:
         session.loop()
     except KeyboardInterrupt:
@@ -75,6 +77,10 @@ def watch(run: Run, **options: Any) -> None:
     finally:
         dispatcher.close()
     run.exit(True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 class _Session:

@@ -76,6 +76,9 @@ def _rison(text: str) -> str:
 
 def discover_link(kibana_url: str, alert: dict[str, Any], data_view: str = "hvdlog-logs", minutes: int = 30) -> str:
     """Kibana Discover on the alert's job and ranks, from ``minutes`` before the alert to ``minutes`` after it."""
+    parts = urllib.parse.urlsplit(kibana_url)
+    if parts.username is not None or parts.password is not None:  # a link is pasted around: never with credentials
+        kibana_url = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], parts.path, parts.query, parts.fragment))
     clauses = [f'job:"{alert["job"]}"'] if alert.get("job") else []
     if alert.get("ranks"):
         clauses.append("rank:(" + " or ".join(str(rank) for rank in alert["ranks"]) + ")")
@@ -169,9 +172,19 @@ class Dispatcher(threading.Thread):
         self.spools.add(path)
 
     def close(self, timeout: float = 60.0) -> None:
-        """Deliver what is queued (and retry the spools once), then stop."""
+        """Deliver what is queued (and retry the spools once), then stop; what is still queued after
+        ``timeout`` goes to the spool unsent, so stopping the watcher loses nothing either."""
         self._queue.put(None)
         self.join(timeout)
+        while self.is_alive():
+            try:
+                alert = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if alert is None:
+                continue
+            for target in self.targets.values():
+                self._spool(target, alert, "the watcher stopped before it was sent")
 
     def wait_idle(self, timeout: float) -> bool:
         """True once everything submitted so far was delivered or spooled."""

@@ -187,6 +187,17 @@ class TestDelivery:
         dispatcher._deliver(dispatcher.targets[next(iter(dispatcher.targets))], ALERT)
         assert slept == [0.5, 1, 2, 4, 8, MAX_BACKOFF_S, MAX_BACKOFF_S] and (tmp_path / "spool").exists()
 
+    def test_stopping_spools_what_is_still_queued(self, tmp_path: Path) -> None:
+        """The watcher stops while a slow target holds the queue: what was not sent yet is spooled, not dropped."""
+        spool = tmp_path / "spool"
+        dispatcher = Dispatcher([Command("sleep 3")], lambda alert: spool, lambda _m: None, tries=1)
+        dispatcher.start()
+        for index in range(3):
+            dispatcher.submit({**ALERT, "episode": f"e{index}"})
+        time.sleep(0.5)  # the first is being sent
+        dispatcher.close(timeout=0.5)
+        assert [json.loads(line)["alert"]["episode"] for line in spool.read_text().splitlines()] == ["e1", "e2"]
+
     def test_exec_gets_the_alert_on_stdin(self, tmp_path: Path) -> None:
         """--exec runs a shell command with the alert's JSON on stdin."""
         out = tmp_path / "got.json"
@@ -215,6 +226,7 @@ class TestDelivery:
 
     def test_discover_link_filters_job_and_ranks(self) -> None:
         """The Kibana link opens Discover on the data view with a KQL filter on the job and the ranks."""
-        link = discover_link("https://kibana:5601/", {**ALERT, "ranks": [1, 3]})
+        link = discover_link("https://elastic:hunter2@kibana:5601/", {**ALERT, "ranks": [1, 3]})
+        assert "hunter2" not in link
         assert link.startswith("https://kibana:5601/app/discover#/?_g=(time:(from:'2026-11-30T23:30:00.000Z',to:'2026-12-01T00:30:00.000Z'))")
         assert "job:%22j1%22%20and%20rank:(1%20or%203)" in link and "dataViewId:'hvdlog-logs'" in link
