@@ -134,8 +134,8 @@ class _Job:
     # alert state
     failure_sent: set[int] | None = None
     stall_open: str | None = None
-    stall_seen: set[int] = field(default_factory=set)
-    stall_members: set[int] = field(default_factory=set)  # episodes merged into the open alert
+    stall_seen: set[tuple[str, str]] = field(default_factory=set)  # (start, source) of every episode seen
+    stall_members: set[tuple[str, str]] = field(default_factory=set)  # episodes merged into the open alert
     straggling: dict[int, int] = field(default_factory=dict)  # rank -> consecutive flagged (>0) / cleared (<0) checks
     straggler_open: set[int] = field(default_factory=set)
     silent: set[int] = field(default_factory=set)
@@ -251,7 +251,8 @@ class Watcher:
         """One alert per stretch of overlapping episodes (ranks and sources merged); resolved when all of them ended."""
         if not job.stall_docs:
             return []
-        episodes = {e._start_ms: e for e in stall_episodes([*job.stall_docs, *job.latest_step_doc.values()], self.merge_gap)}
+        found = stall_episodes([*job.stall_docs, *job.latest_step_doc.values()], self.merge_gap)
+        episodes = {(e.start or "", e.source): e for e in found}  # public fields only: the analysis may change inside
         alerts: list[Alert] = []
         for key, episode in sorted(episodes.items()):
             if key in job.stall_seen:
@@ -276,7 +277,7 @@ class Watcher:
         summary = f"job {job.name}: stall{where}: {who} not progressing; waiting: {waiting or '-'}"
         reasoning = (f"{episode.source} reports since {episode.start}: {who} missing from {tensors}"
                      + (f"; rank(s) {waiting} wait in {', '.join(episode.operations)}" if waiting else ""))
-        job.stall_open, job.stall_members = f"stall:{job.name}:{episode._start_ms}", set()
+        job.stall_open, job.stall_members = f"stall:{job.name}:{episode.start}", set()
         return self._alert("stall", "firing", job, missing, summary, reasoning, now, "certain" if missing else "unknown",
                            _stall_details(episode), step=episode.step)
 
@@ -284,7 +285,7 @@ class Watcher:
         if not members:
             job.stall_open = None
             return []
-        last = max(members, key=lambda e: e._last_ms)
+        last = max(members, key=lambda e: e.end or e.start or "")
         ended = "shut down (the job failed)" if last.shutdown else "resolved: progress resumed"
         summary = f"job {job.name}: stall {ended} after {last.duration_s:g} s"
         alert = self._alert("stall", "resolved", job, last.missing_ranks, summary, f"{last.source}: {ended}", now,
