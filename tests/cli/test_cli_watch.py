@@ -45,7 +45,8 @@ class _Watch:
 
     def __init__(self, tmp_path: Path, *args: str) -> None:
         self.stderr = tmp_path / "watch.stderr"
-        self.process = watcher("--interval", str(INTERVAL), *args, stderr=self.stderr)
+        # --from-start: the job's files (the test's own index) are new, and a watcher slow to start must not skip their first lines
+        self.process = watcher("--interval", str(INTERVAL), "--from-start", *args, stderr=self.stderr)
 
     def stop(self) -> str:
         if self.process.poll() is None:

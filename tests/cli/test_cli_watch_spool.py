@@ -36,9 +36,13 @@ def test_receiver_down_then_up(tmp_path: Path) -> None:
     stderr = tmp_path / "watch.stderr"
     process = watcher("--interval", "0.3", "--retries", "2", "--webhook", receiver.url, str(root), stderr=stderr)
     try:
-        time.sleep(1.0)
         base = {"rank": 1, "size": 2, "job": "job7", "host.name": "node1", "process.pid": 42}
-        _append(rank_file, **{"@timestamp": _now(), "log.level": "info", "message": "train step", "step": 1, **base})
+
+        def step_seen() -> bool:  # the watcher reads from now on: steps until it says it saw the job
+            _append(rank_file, **{"@timestamp": _now(), "log.level": "info", "message": "train step", "step": 1, **base})
+            return "watching job job7" in stderr.read_text()
+
+        wait_for(step_seen, 60, "the watcher to see the job", poll=0.5)
         crash = {"event.action": "uncaught_exception", "error.type": "RuntimeError", "error.message": "CUDA error: an illegal memory access"}
         _append(rank_file, **{"@timestamp": _now(), "log.level": "critical", "message": "uncaught exception", "step": 2, **crash, **base})
         spool = root / "job7" / SPOOL_NAME
