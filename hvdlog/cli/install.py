@@ -170,3 +170,8 @@ def _import_kibana(
     console.print(f"Kibana {escape(version)} at {escape(shown)}", soft_wrap=True)
     count = client.import_objects(kibana.to_ndjson())
     console.print(f"  [green]+ {count} saved objects imported[/green] (overwritten in place by id: data view, searches, charts, dashboard)", soft_wrap=True)
+    from hvdlog.elastic.rules import install_rules
+
+    for name, outcome in install_rules(client):
+        mark, colour = _MARKS[outcome]
+        console.print(f"  [{colour}]{mark} alerting rule {escape(name)}: {outcome}[/{colour}] (no connector: add yours in Kibana)", soft_wrap=True)

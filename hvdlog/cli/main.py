@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "stalls": "hvdlog.cli.stalls:stalls",
     "stragglers": "hvdlog.cli.stragglers:stragglers",
     "timeline": "hvdlog.cli.timeline:timeline",
+    "watch": "hvdlog.cli.watch:watch",
 }
 #: Old names that still work (hidden from --help): ``hvdlog setup`` became ``hvdlog install``.
 _RENAMED: dict[str, str] = {"setup": "install"}
@@ -81,7 +82,7 @@ def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     help="Show the full traceback of an unexpected error (also HVDLOG_DEBUG=1).",
 )
 def cli() -> None:
-    """Rank-aware logs for Horovod + PyTorch training: parse, grep, stalls, stragglers, first-failure, install."""
+    """Rank-aware logs for Horovod + PyTorch training: parse, grep, stalls, stragglers, first-failure, watch, install."""
 
 
 def _silence_stdout() -> None:

@@ -63,7 +63,8 @@ class KibanaClient:
 
     def _send(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
         """One request; connection failures raise urllib3's HTTPError, HTTP errors come back as status."""
-        response = self.http.request(method, self.url + path, headers=self.headers, **kwargs)
+        headers = kwargs.pop("headers", self.headers)
+        response = self.http.request(method, self.url + path, headers=headers, **kwargs)
         try:
             body = json.loads(response.data or b"null")
         except ValueError:
@@ -110,6 +111,15 @@ class KibanaClient:
         if not version.startswith("8."):
             raise SetupError(f"Kibana at {self.url} is version {version or 'unknown'}; hvdlog's saved objects target 8.x (8.19).")
         return version
+
+    def send_json(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        """One JSON request (the alerting API); returns (status, parsed body)."""
+        import urllib3
+
+        try:
+            return self._send(method, path, body=json.dumps(body).encode(), headers={**self.headers, "content-type": "application/json"})
+        except urllib3.exceptions.HTTPError as exc:
+            raise SetupError(f"Kibana at {self.url} stopped answering ({exc}).") from exc
 
     def import_objects(self, ndjson: str, filename: str = "hvdlog.ndjson") -> int:
         """Import (overwriting by id, so re-runs replace in place); return how many objects Kibana took."""

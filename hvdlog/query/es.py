@@ -299,27 +299,45 @@ class ElasticsearchSource:
                 break
         yield from sorted(reversed(newest[:last]), key=sort_key)  # noqa: C414 - reversed first: ties keep index order, as ascending
 
-    def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
+    def follow(
+        self, spec: Filter, interval: float = 1.0, *, from_start: bool = False, wait: bool = False, lag: float = 0.0
+    ) -> Iterator[Document]:
         """Documents indexed from now on, by polling for ``@timestamp`` at or after the last one seen.
 
         Documents that arrive later than ``interval`` with an older ``@timestamp`` than the
-        newest already shown are missed; ``grep`` without ``-f`` finds them.
+        newest already shown are missed unless ``lag`` says how far back (s) each poll looks
+        again (``hvdlog watch``: shippers deliver ranks' lines out of order); those already
+        yielded are recognised by id. ``grep`` without ``-f`` finds the rest. ``from_start``
+        begins at ``spec.since`` (or the oldest document); ``wait`` is accepted for the files'
+        sake (an index that does not exist yet is already waited for).
         """
         es = self._client()
         query = to_query(spec)
-        seen_at_edge: set[str] = set()
-        edge = int(time.time() * 1000)
+        seen: dict[str, int] = {}  # id -> @timestamp (ms) of what was yielded within the look-back
+        edge = int(spec.since.timestamp() * 1000) if from_start and spec.since else 0 if from_start else int(time.time() * 1000)
+        lag_ms = int(lag * 1000)
         while True:
-            bounded = {"bool": {"filter": [query, {"range": {"@timestamp": {"gte": edge, "format": "epoch_millis"}}}]}}
-            with self._errors():
-                hits = es.search(index=self.index, query=bounded, sort=SORT, size=self.page_size, ignore_unavailable=True)["hits"]["hits"]
-            fresh = [hit for hit in hits if hit["_id"] not in seen_at_edge]
-            for hit in fresh:
-                if spec.matches(hit["_source"]):
-                    yield hit["_source"]
-            if fresh:
-                newest = max(hit["sort"][0] for hit in fresh)
-                if newest > edge:
-                    edge, seen_at_edge = newest, set()
-                seen_at_edge.update(hit["_id"] for hit in fresh if hit["sort"][0] == edge)
+            start = edge - lag_ms
+            for hits in self._follow_pages(es, query, start):
+                for hit in hits:
+                    if hit["_id"] in seen:
+                        continue
+                    seen[hit["_id"]] = hit["sort"][0]
+                    edge = max(edge, hit["sort"][0])
+                    if spec.matches(hit["_source"]):
+                        yield hit["_source"]
+            seen = {key: at for key, at in seen.items() if at >= edge - lag_ms}
             time.sleep(interval)
+
+    def _follow_pages(self, es: Any, query: dict[str, Any], start: int) -> Iterator[list[dict[str, Any]]]:
+        """Every hit at or after ``start`` (ms), page by page (``search_after``)."""
+        bounded = {"bool": {"filter": [query, {"range": {"@timestamp": {"gte": start, "format": "epoch_millis"}}}]}}
+        after: Any = None
+        while True:
+            extra = {"search_after": after} if after is not None else {}
+            with self._errors():
+                hits = es.search(index=self.index, query=bounded, sort=SORT, size=self.page_size, ignore_unavailable=True, **extra)["hits"]["hits"]
+            yield hits
+            if len(hits) < self.page_size:
+                return
+            after = hits[-1]["sort"]

@@ -257,9 +257,14 @@ class FileSource:
         docs = (doc for _, _, doc in keyed)
         yield from deque(docs, maxlen=last) if last is not None else docs
 
-    def follow(self, spec: Filter, interval: float = 1.0) -> Iterator[Document]:
-        """Lines appended from now on (new files included), parsed and filtered, batch by batch."""
-        offsets: dict[Path, int] = {path: _size(path) for path in self._files(spec)}
+    def follow(self, spec: Filter, interval: float = 1.0, *, from_start: bool = False, wait: bool = False) -> Iterator[Document]:
+        """Lines appended from now on (new files included), parsed and filtered, batch by batch.
+
+        ``from_start`` reads what the files already hold first; ``wait`` lets the files appear
+        later (``hvdlog watch`` started before the job) instead of failing when there are none yet.
+        """
+        existing = discover(self.paths, lambda _message: None) if wait else self._files(spec)
+        offsets: dict[Path, int] = {} if from_start else {path: _size(path) for path in existing}
         warned: set[Path] = set()
         while True:
             time.sleep(interval)

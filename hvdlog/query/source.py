@@ -34,8 +34,9 @@ class Source(Protocol):
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every matching document (or the ``last`` N), in sort-key order."""
 
-    def follow(self, spec: Filter, interval: float) -> Iterator[Document]:
-        """Matching documents that appear from now on (polling every ``interval`` seconds)."""
+    def follow(self, spec: Filter, interval: float, *, from_start: bool = False, wait: bool = False) -> Iterator[Document]:
+        """Matching documents that appear from now on (polling every ``interval`` seconds);
+        ``from_start``: what is there first; ``wait``: no input yet is not an error."""
 
 
 def stderr_warn(message: str) -> None:

@@ -1,0 +1,400 @@
+"""``hvdlog watch``'s detectors: events go in as they arrive, alerts come out once per episode.
+
+The analyses stay where they are (:mod:`~hvdlog.query.failures`, :mod:`~hvdlog.query.stalls`,
+:mod:`~hvdlog.query.stragglers`); this module keeps the few events each needs, per job and
+bounded, re-runs them on every :meth:`Watcher.check` and turns what changed into
+:class:`Alert` s. Small adapter functions read the analyses' results, and read the newer keys
+(``reasoning``, ``confidence``) when the analysis provides them, so a rewrite of an analysis
+does not touch this module.
+
+Episodes and deduplication: one failure alert per job (later failures are ``update`` s of
+it, naming the collateral ranks); at most one open stall alert per job whatever the number
+of ranks or sources reporting it (``resolved`` when every episode ended); one straggler
+alert per (job, rank); one silent-rank alert per job, updated as ranks go quiet; one
+job-finished alert per job. A silent rank is one whose files (or documents) got nothing
+for ``silent_after`` seconds while another rank of its job still logs: in a synchronous job
+the others cannot advance without it, so their stall reports are what "still running" looks like.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Final
+
+from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.query.failures import FAILURE_EVENTS, first_failure
+from hvdlog.query.spec import MAX_JOB_SIZE, Filter, format_ranks
+from hvdlog.query.stalls import STALL_EVENTS, StallEpisode, stall_episodes
+from hvdlog.query.stragglers import stragglers
+
+__all__ = ["KINDS", "Alert", "Watcher", "failure_view", "straggler_view"]
+
+#: The alert kinds, in the order the docs list them.
+KINDS: Final = ("failure", "stall", "straggler", "silent_rank", "job_finished")
+#: The smallest default silence threshold (seconds), whatever the step time.
+MIN_SILENT_S: Final = 60.0
+#: Seconds a first failure waits for the rest of its chain (the culprit's traceback may land a poll later).
+SETTLE_S: Final = 2.0
+#: Step events kept per rank for the straggler analysis, and the fewest it needs from every rank.
+STEP_WINDOW: Final = 60
+MIN_STEPS: Final = 5
+#: How far below the median a rank's rate or samples/s must be to alert (the analysis' own default, 0.25,
+#: flags noise on a loaded machine; a page at night should mean "less than half the others' speed").
+STRAGGLER_TOLERANCE: Final = 0.5
+#: Checks in a row a straggler must be flagged on before it is alerted.
+STRAGGLER_CHECKS: Final = 3
+#: Kept per job, so memory follows ranks and answers, not the events (the oldest go first).
+MAX_KEPT: Final = 20_000
+
+_IS_FAILURE: Final = Filter(any_of=FAILURE_EVENTS)
+_IS_STALL: Final = Filter(any_of=STALL_EVENTS)
+
+
+@dataclass
+class Alert:
+    """What a webhook receives: one episode's start (``firing``), ``update`` or ``resolved``."""
+
+    kind: str
+    status: str
+    job: str | None
+    ranks: list[int]
+    summary: str
+    reasoning: str
+    time: str
+    hosts: list[str] = field(default_factory=list)
+    step: int | None = None
+    confidence: str | None = None
+    #: The episode this message belongs to: the same for its firing, updates and resolution.
+    episode: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The alert as the JSON a webhook or ``--exec`` command gets."""
+        return asdict(self)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _ranks(values: Iterable[Any]) -> list[int]:
+    return sorted({v for v in values if isinstance(v, int) and not isinstance(v, bool)})
+
+
+def failure_view(report: Any) -> dict[str, Any]:
+    """The failure analysis' report as an alert needs it; ``reasoning``/``confidence`` when the analysis gives them."""
+    data = report.to_json() if hasattr(report, "to_json") else dict(report)
+    blamed = _ranks(data.get("blamed_ranks") or [])
+    others = _ranks(item.get("rank") for item in [*data.get("collateral", []), *data.get("other_errors", [])])
+    cause = str(data.get("cause") or "")
+    reasoning = str(data.get("reasoning") or cause)
+    confidence = data.get("confidence") or ("certain" if data.get("primary") else "likely" if blamed else "unknown")
+    culprit = data.get("culprit") or {}
+    return {"blamed": blamed, "others": [r for r in others if r not in blamed], "cause": cause, "reasoning": reasoning,
+            "confidence": confidence, "host": culprit.get("host"), "time": culprit.get("@timestamp"),
+            "recovered": data.get("recovered")}
+
+
+def straggler_view(row: Any) -> dict[str, Any] | None:
+    """A stragglers row as a flag with its evidence, or None when it is not one (or the data cannot say).
+
+    A row with the analysis' own ``confidence`` counts only when certain or likely; without
+    it, a flag needs a reason other than "no step events" (silence is the silent-rank alert's).
+    """
+    data = row.to_json() if hasattr(row, "to_json") else dict(row)
+    reasons = [r for r in data.get("reasons", []) if r != "no step events"]
+    confidence = data.get("confidence")
+    if not data.get("outlier") or not reasons or (confidence in ("unknown", None) and "confidence" in data):
+        return None
+    return {"rank": data["rank"], "host": data.get("host"), "step": data.get("last_step"), "reasons": reasons,
+            "reasoning": str(data.get("reasoning") or "; ".join(reasons)), "confidence": confidence or "likely"}
+
+
+@dataclass
+class _Job:
+    """What the detectors keep of one job: bounded by ranks, not by events."""
+
+    name: str | None
+    size: int | None = None
+    last_seen: dict[int, float] = field(default_factory=dict)
+    hosts: dict[int, str] = field(default_factory=dict)
+    last_step: dict[int, tuple[int, float]] = field(default_factory=dict)  # rank -> (step, event time s)
+    step_seconds: dict[int, deque[float]] = field(default_factory=dict)
+    steps: dict[int, deque[Document]] = field(default_factory=dict)
+    latest_step_doc: dict[int, Document] = field(default_factory=dict)
+    failures: deque[Document] = field(default_factory=lambda: deque(maxlen=MAX_KEPT))
+    stall_docs: deque[Document] = field(default_factory=lambda: deque(maxlen=MAX_KEPT))
+    first_failure_at: float | None = None
+    failure_count: int = 0
+    analysed_failures: int = 0
+    # alert state
+    failure_sent: set[int] | None = None
+    stall_open: str | None = None
+    stall_seen: set[tuple[str, str]] = field(default_factory=set)  # (start, source) of every episode seen
+    stall_members: set[tuple[str, str]] = field(default_factory=set)  # episodes merged into the open alert
+    straggling: dict[int, int] = field(default_factory=dict)  # rank -> consecutive flagged (>0) / cleared (<0) checks
+    straggler_open: set[int] = field(default_factory=set)
+    silent: set[int] = field(default_factory=set)
+    #: Ranks that reported a failure of their own: their silence afterwards is explained.
+    failed: set[int] = field(default_factory=set)
+    finished: bool = False
+    finish_sent: bool = False
+
+    def host_list(self, ranks: Iterable[int]) -> list[str]:
+        return sorted({self.hosts[r] for r in ranks if r in self.hosts})
+
+
+class Watcher:
+    """Feed documents with :meth:`add`, call :meth:`check` every poll; each returns the new alerts."""
+
+    def __init__(self, silent_after: float | None = None, finished_after: float | None = None, merge_gap: float = 150.0) -> None:
+        self.silent_after = silent_after
+        self.finished_after = finished_after
+        self.merge_gap = merge_gap
+        self.jobs: dict[Any, _Job] = {}
+
+    def add(self, doc: Document, now: float) -> None:
+        """One document, received at ``now`` (seconds since the epoch)."""
+        name = job_of(doc)
+        job = self.jobs.get(name)
+        if job is None:
+            job = self.jobs[name] = _Job(name)
+        job.finished = False  # a job that logs again was not finished (a long checkpoint, an elastic restart)
+        rank = doc.get("rank")
+        if isinstance(size := doc.get("size"), int) and 0 < size <= MAX_JOB_SIZE:
+            job.size = size
+        failure, stall = _IS_FAILURE.matches(doc) and not _is_stall_report(doc), _IS_STALL.matches(doc)
+        if isinstance(rank, int) and not isinstance(rank, bool):
+            job.last_seen[rank] = now
+            if isinstance(host := get_field(doc, "host.name"), str):
+                job.hosts[rank] = host
+            if isinstance(doc.get("step"), int) and not isinstance(doc.get("step"), bool) and not failure and not stall:
+                self._add_step(job, rank, doc)  # progress: a stall report or a crash repeats the step it is at
+        if failure:
+            job.failures.append(doc)
+            job.failure_count += 1
+            if isinstance(rank, int):
+                job.failed.add(rank)
+            job.first_failure_at = job.first_failure_at or now
+        if stall:
+            job.stall_docs.append(doc)
+
+    @staticmethod
+    def _add_step(job: _Job, rank: int, doc: Document) -> None:
+        job.steps.setdefault(rank, deque(maxlen=STEP_WINDOW)).append(doc)
+        job.latest_step_doc[rank] = doc
+        millis = timestamp_millis(doc.get("@timestamp"))
+        if millis is None:
+            return
+        step, seconds = doc["step"], millis / 1000
+        previous = job.last_step.get(rank)
+        if previous is not None and step > previous[0] and seconds > previous[1]:
+            job.step_seconds.setdefault(rank, deque(maxlen=STEP_WINDOW)).append((seconds - previous[1]) / (step - previous[0]))
+        if previous is None or step >= previous[0]:
+            job.last_step[rank] = (step, seconds)
+
+    def silence_threshold(self, job: _Job) -> float:
+        """``--silent-after``, or 3x the job's median step time, at least a minute."""
+        if self.silent_after is not None:
+            return self.silent_after
+        times = [t for series in job.step_seconds.values() for t in series]
+        return max(MIN_SILENT_S, 3 * statistics.median(times)) if times else MIN_SILENT_S
+
+    def check(self, now: float) -> list[Alert]:
+        """Every alert that is due: new episodes, updates, resolutions, finished jobs."""
+        alerts: list[Alert] = []
+        for job in self.jobs.values():
+            if job.finished:
+                continue
+            if job.finish_sent:  # it logged again after its end: a new episode of everything
+                job.finish_sent = False
+            alerts += self._failure(job, now)
+            alerts += self._stall(job, now)
+            alerts += self._stragglers(job, now)
+            alerts += self._silent(job, now)
+            alerts += self._finished(job, now)
+        return alerts
+
+    # --- failure ---------------------------------------------------------------------------------
+
+    def _failure(self, job: _Job, now: float) -> list[Alert]:
+        if job.first_failure_at is None or now - job.first_failure_at < SETTLE_S or job.analysed_failures == job.failure_count:
+            return []
+        job.analysed_failures = job.failure_count
+        reports = [r for r in first_failure(list(job.failures)) if r.job == job.name] or first_failure(list(job.failures))
+        if not reports:
+            return []
+        view = failure_view(reports[0])
+        ranks = view["blamed"]
+        who = f"rank {format_ranks(ranks)}" if ranks else "rank unknown"
+        step = next((d["step"] for d in job.failures if d.get("rank") in ranks and isinstance(d.get("step"), int)), None)
+        if job.failure_sent is None:
+            job.failure_sent = set(view["others"])
+            summary = f"job {job.name}: first failure on {who}" + (f" at step {step}" if step is not None else "") + f": {view['cause'] or 'see reasoning'}"
+            return [self._alert("failure", "firing", job, ranks, summary, view["reasoning"], now, view["confidence"],
+                                {"collateral_ranks": view["others"], "cause": view["cause"]}, step=step)]
+        new = [r for r in view["others"] if r not in job.failure_sent]
+        if not new:
+            return []
+        job.failure_sent.update(new)
+        summary = f"job {job.name}: rank {format_ranks(new)} went down after {who} (collateral)"
+        return [self._alert("failure", "update", job, ranks, summary, view["reasoning"], now, view["confidence"],
+                            {"collateral_ranks": sorted(job.failure_sent), "new_collateral_ranks": new, "cause": view["cause"]}, step=step)]
+
+    # --- stall -----------------------------------------------------------------------------------
+
+    def _stall(self, job: _Job, now: float) -> list[Alert]:
+        """One alert per stretch of overlapping episodes (ranks and sources merged); resolved when all of them ended."""
+        if not job.stall_docs:
+            return []
+        found = stall_episodes([*job.stall_docs, *job.latest_step_doc.values()], self.merge_gap)
+        episodes = {(e.start or "", e.source): e for e in found}  # public fields only: the analysis may change inside
+        alerts: list[Alert] = []
+        for key, episode in sorted(episodes.items()):
+            if key in job.stall_seen:
+                continue
+            job.stall_seen.add(key)
+            if job.stall_open is not None and all(episodes[m].resolved or episodes[m].shutdown for m in job.stall_members if m in episodes):
+                alerts += self._stall_ended(job, [episodes[m] for m in job.stall_members if m in episodes], now)
+            if job.stall_open is None:
+                alerts.append(self._stall_started(job, episode, now))
+            job.stall_members.add(key)
+        members = [episodes[m] for m in job.stall_members if m in episodes]
+        if job.stall_open is not None and all(e.resolved or e.shutdown for e in members):
+            alerts += self._stall_ended(job, members, now)
+        return alerts
+
+    def _stall_started(self, job: _Job, episode: StallEpisode, now: float) -> Alert:
+        missing = episode.missing_ranks
+        who = f"rank {format_ranks(missing)}" if missing else "rank unknown"
+        where = f" at step {episode.step}" if episode.step is not None else ""
+        tensors = ", ".join(episode.tensors[:6]) or "the collective"
+        waiting = format_ranks(episode.waiting_ranks)
+        summary = f"job {job.name}: stall{where}: {who} not progressing; waiting: {waiting or '-'}"
+        reasoning = (f"{episode.source} reports since {episode.start}: {who} missing from {tensors}"
+                     + (f"; rank(s) {waiting} wait in {', '.join(episode.operations)}" if waiting else ""))
+        job.stall_open, job.stall_members = f"stall:{job.name}:{episode.start}", set()
+        return self._alert("stall", "firing", job, missing, summary, reasoning, now, "certain" if missing else "unknown",
+                           _stall_details(episode), step=episode.step)
+
+    def _stall_ended(self, job: _Job, members: list[StallEpisode], now: float) -> list[Alert]:
+        if not members:
+            job.stall_open = None
+            return []
+        last = max(members, key=lambda e: e.end or e.start or "")
+        ended = "shut down (the job failed)" if last.shutdown else "resolved: progress resumed"
+        summary = f"job {job.name}: stall {ended} after {last.duration_s:g} s"
+        alert = self._alert("stall", "resolved", job, last.missing_ranks, summary, f"{last.source}: {ended}", now,
+                            "certain", _stall_details(last), step=last.step, episode=job.stall_open)
+        job.stall_open = None
+        return [alert]
+
+    # --- stragglers ------------------------------------------------------------------------------
+
+    def _stragglers(self, job: _Job, now: float) -> list[Alert]:
+        if len(job.steps) < 2 or job.stall_open is not None:
+            return []
+        docs = [doc for series in job.steps.values() for doc in series]
+        rows = stragglers(docs, tolerance=STRAGGLER_TOLERANCE)
+        counts = {rank: len(series) for rank, series in job.steps.items()}
+        flagged: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            view = straggler_view(row)
+            enough = counts.get(row.rank, 0) >= MIN_STEPS and min(counts.values()) >= MIN_STEPS
+            if view is not None and (enough or "confidence" in row.to_json()):
+                flagged[row.rank] = view
+        alerts: list[Alert] = []
+        for rank in sorted(set(job.steps) | job.straggler_open):
+            streak = job.straggling.get(rank, 0)
+            streak = max(streak, 0) + 1 if rank in flagged else min(streak, 0) - 1
+            job.straggling[rank] = streak
+            if streak >= STRAGGLER_CHECKS and rank not in job.straggler_open:  # flagged on several checks in a row: not a blip
+                job.straggler_open.add(rank)
+                view = flagged[rank]
+                summary = f"job {job.name}: rank {rank} is a straggler: {view['reasons'][0]}"
+                alerts.append(self._alert("straggler", "firing", job, [rank], summary, view["reasoning"], now, view["confidence"],
+                                          {"reasons": view["reasons"]}, step=view["step"], episode=f"straggler:{job.name}:{rank}"))
+            elif streak <= -3 and rank in job.straggler_open:
+                job.straggler_open.discard(rank)
+                alerts.append(self._alert("straggler", "resolved", job, [rank], f"job {job.name}: rank {rank} caught up",
+                                          "no longer behind the median on three checks in a row", now, "likely",
+                                          episode=f"straggler:{job.name}:{rank}"))
+        return alerts
+
+    # --- silent ranks and the end of the job -----------------------------------------------------
+
+    def _silent(self, job: _Job, now: float) -> list[Alert]:
+        if not job.last_step:
+            return []  # before the first step (imports, hvd.init, the first broadcast) quiet ranks are normal
+        threshold = self.silence_threshold(job)
+        active = {rank for rank, seen in job.last_seen.items() if now - seen < threshold}
+        quiet = {rank for rank in job.last_seen if rank not in active and rank not in job.failed} if active else set()
+        alerts: list[Alert] = []
+        new = sorted(quiet - job.silent)
+        if new:
+            status = "update" if job.silent else "firing"
+            job.silent |= set(new)
+            last = {rank: _iso(job.last_seen[rank]) for rank in sorted(job.silent)}
+            steps = [job.last_step[r][0] for r in new if r in job.last_step]
+            summary = f"job {job.name}: rank {format_ranks(new)} logged nothing for {threshold:g} s while rank(s) {format_ranks(active)} keep logging"
+            reasoning = (f"no line from rank {format_ranks(new)} since {', '.join(last[r] for r in new)}; a rank killed by the kernel "
+                         "(OOM, SIGKILL) or frozen cannot say so itself; the other ranks are still writing")
+            alerts.append(self._alert("silent_rank", status, job, sorted(job.silent), summary, reasoning, now, "likely",
+                                      {"silent_after_s": threshold, "last_seen": last}, step=min(steps) if steps else None))
+        back = sorted(job.silent & active)
+        if back:
+            job.silent -= set(back)
+            status = "resolved" if not job.silent else "update"
+            alerts.append(self._alert("silent_rank", status, job, back, f"job {job.name}: rank {format_ranks(back)} logs again",
+                                      "new lines arrived from the rank", now, "certain"))
+        return alerts
+
+    def _finished(self, job: _Job, now: float) -> list[Alert]:
+        """Every rank quiet for the threshold: the job ended (failure, recovered, or success)."""
+        after = self.finished_after if self.finished_after is not None else self.silence_threshold(job)
+        if not job.last_seen or any(now - seen < after for seen in job.last_seen.values()) or job.finish_sent:
+            return []
+        if not job.last_step and not job.failures:
+            return []  # quiet before the first step is a slow start (imports, hvd.init), not an end
+        if job.first_failure_at is not None and job.analysed_failures != job.failure_count:
+            return []  # its failure alert first
+        job.finished = job.finish_sent = True
+        steps = [step for step, _ in job.last_step.values()]
+        at = f" at step {max(steps)}" if steps else ""
+        recovered = None
+        if job.failures:
+            reports = first_failure(list(job.failures))
+            recovered = failure_view(reports[0])["recovered"] if reports else None
+        if recovered:
+            outcome, reasoning, confidence = "recovered", "the job failed and Horovod elastic recovered it", "likely"
+        elif job.failure_sent is not None or job.failures:
+            outcome, reasoning, confidence = "failure", "a failure was reported, then every rank stopped logging", "certain"
+        else:
+            outcome, confidence = "success", "likely"
+            reasoning = f"every rank stopped logging for {after:g} s with no failure, no stall and no silent rank before"
+        ranks = sorted(job.last_seen)
+        summary = f"job {job.name} finished: {outcome}{at} ({len(ranks)} rank(s))"
+        job.silent.clear()
+        return [self._alert("job_finished", outcome, job, ranks, summary, reasoning, now, confidence,
+                            {"outcome": outcome}, step=max(steps) if steps else None)]
+
+    def _alert(self, kind: str, status: str, job: _Job, ranks: list[int], summary: str, reasoning: str, now: float,
+               confidence: str | None, details: dict[str, Any] | None = None, *, step: int | None = None, episode: str | None = None) -> Alert:
+        if episode is None:
+            episode = job.stall_open if kind == "stall" and job.stall_open else f"{kind}:{job.name}"
+        return Alert(kind, status, job.name, list(ranks), summary, reasoning, _iso(now), job.host_list(ranks), step,
+                     confidence, episode or f"{kind}:{job.name}", details or {})
+
+
+def _stall_details(episode: StallEpisode) -> dict[str, Any]:
+    return {"source": episode.source, "start": episode.start, "tensors": episode.tensors[:20], "waiting_ranks": episode.waiting_ranks,
+            "operations": episode.operations, "shutdown": episode.shutdown}
+
+
+def _is_stall_report(doc: Document) -> bool:
+    """Stall reports are the stall alert's, even at error level (Horovod's "Will shutdown")."""
+    return get_field(doc, "horovod.stall.source") is not None or get_field(doc, "horovod.stall.missing_ranks") is not None
