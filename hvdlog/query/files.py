@@ -32,12 +32,17 @@ from hvdlog.query.scan import blocks, candidate_lines, finders, needles
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter
 
-__all__ = ["FileSource", "discover", "path_rank"]
+__all__ = ["FileSource", "discover", "is_events_file", "path_rank"]
 
 
 def discover(paths: Iterable[str | Path], warn: Warn) -> list[Path]:
     """Files named directly, plus every log file under named directories (:func:`hvdlog.layout.walk`)."""
     return sorted(set(walk(paths, warn)))
+
+
+def is_events_file(path: Path) -> bool:
+    """Whether a file holds our JSON events (``rank-<r>.jsonl``, rotated ``.jsonl.N``), not a native capture."""
+    return path.name.endswith(".jsonl") or ".jsonl." in path.name
 
 
 def _tags(doc: Document) -> tuple[object, ...]:
@@ -64,6 +69,20 @@ class FileSource:
         self.errors.append(message)
         self.warn(message)
 
+    def files(self, spec: Filter) -> list[Path]:
+        """The files a search with ``spec`` reads (by path, ranks outside ``--rank`` are left out)."""
+        return self._files(spec)
+
+    def report(self, errors: Sequence[str], failures: int, readable: int, total: int) -> None:
+        """Warn as a search does about what a reader of :meth:`files` could not read or parse."""
+        for message in errors:
+            self._error(message)
+        self.parse_failures += failures
+        if failures:
+            self.warn(f"{failures} line(s) could not be parsed; they are kept with tag {PARSE_FAILURE_TAG}")
+        if not readable and total:
+            raise SourceError("none of the log files could be read")
+
     def _files(self, spec: Filter) -> list[Path]:
         files = discover(self.paths, self._error)
         if not files:
@@ -74,7 +93,7 @@ class FileSource:
         return [path for path in files if (rank := path_rank(path)) is None or rank in ranks]
 
     def _read(self, path: Path, spec: Filter) -> Iterator[Document]:
-        levels, literal = needles(spec) if path.name.endswith(".jsonl") or ".jsonl." in path.name else ([], None)
+        levels, literal = needles(spec) if is_events_file(path) else ([], None)
         with open(path, "rb") as handle:
             if levels or literal:
                 found = finders(levels or [literal])  # type: ignore[list-item]
