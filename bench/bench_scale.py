@@ -26,9 +26,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,7 +41,7 @@ _SHUTDOWN = ("Horovod has been shut down. This was caused by an exception on one
 
 def _stamp(seconds: float) -> str:
     whole = int(seconds)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{int(round((seconds - whole) * 1e6)):06d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{round((seconds - whole) * 1e6):06d}Z"
 
 
 def _head(rank: int, size: int, seconds: float, level: str, message: str) -> str:
@@ -86,10 +86,10 @@ def capture(rank: int, size: int, count: int) -> str:
         seconds = BASE + count * 0.05 - 10
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(int(seconds)))
         lines += [
-            f"{_stamp(seconds)} [{stamp}.084213: W /tmp/horovod/common/stall_inspector.cc:107] One or more tensors were submitted to be "
-            "reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. "
-            "This may indicate that different ranks are trying to submit different tensors or that only subset of ranks is "
-            "submitting tensors, which will cause deadlock. ",
+            (f"{_stamp(seconds)} [{stamp}.084213: W /tmp/horovod/common/stall_inspector.cc:107] One or more tensors were submitted to be "
+             "reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. "
+             "This may indicate that different ranks are trying to submit different tensors or that only subset of ranks is "
+             "submitting tensors, which will cause deadlock. "),
             f"{_stamp(seconds)} Missing ranks:",
             f"{_stamp(seconds)} {culprit}: [allreduce.fc1.weight, allreduce.fc2.bias]",
         ]
@@ -144,22 +144,30 @@ def check(name: str, out: str, code: int, size: int) -> str | None:
     return None if flagged == [slow] and code == 0 else f"flagged {flagged[:5]}, exit {code}"
 
 
-def commands(job: Path, jobs: list[int]) -> dict[str, list[str]]:
+def commands(job: Path, jobs: list[int], tree: str) -> dict[str, list[str]]:
+    """What to time: the baseline has no ``-j`` (its stragglers is timed once, as it is)."""
     found = {
         "grep --level error": ["grep", "--json", "--level", "error", str(job)],
         "first-failure": ["first-failure", "--json", str(job)],
         "stalls": ["stalls", "--json", str(job)],
     }
-    for count in jobs:
+    if tree == "before":
+        found["stragglers"] = ["stragglers", "--json", "--no-timeline", str(job)]
+    for count in jobs if tree != "before" else ():
         found[f"stragglers -j {count}"] = ["stragglers", "--json", "--no-timeline", "-j", str(count), str(job)]
     return found
+
+
+def measure(command: list[str], path: Path, repeat: int) -> tuple[float, int, str, int]:
+    """Best of ``repeat`` runs (the peak RSS of that run)."""
+    return min((run(command, path) for _ in range(repeat)), key=lambda result: result[0])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ranks", default="64,256,1024")
     parser.add_argument("--events", type=int, default=1000)
-    parser.add_argument("--root", type=Path, default=Path("/tmp/hvdlog-bench-scale"))
+    parser.add_argument("--root", type=Path, default=Path(tempfile.gettempdir()) / "hvdlog-bench-scale")
     parser.add_argument("--baseline", type=Path, help="another checkout, timed in the same run (before)")
     parser.add_argument("--jobs", default="1,2", help="stragglers -j values to time")
     parser.add_argument("--repeat", type=int, default=1, help="best of N")
@@ -168,24 +176,20 @@ def main() -> None:
     jobs = [int(v) for v in args.jobs.split(",")]
     trees = {"after": REPO, **({"before": args.baseline} if args.baseline else {})}
     rows = ["| ranks (events) | command | tree | time | peak RSS | answer |", "|---|---|---|---|---|---|"]
+    failed = False
     for size in (int(v) for v in args.ranks.split(",")):
         job = generate(args.root, size, args.events)
-        for name, command in commands(job, jobs).items():
-            for tree, path in trees.items():
-                if tree == "before" and "-j" in command:
-                    command = [part for part in command if part not in ("-j",) and not (part.isdigit() and command[command.index(part) - 1] == "-j")]
-                    if name != f"stragglers -j {jobs[0]}":
-                        continue
-                best: Any = None
-                for _ in range(args.repeat):
-                    result = run(command, path)
-                    best = result if best is None or result[0] < best[0] else best
-                seconds, rss, out, code = best
-                wrong = check(name.split(" -j")[0] if name.startswith("stragglers") else name, out, code, size)
+        for tree, path in trees.items():
+            for name, command in commands(job, jobs, tree).items():
+                seconds, rss, out, code = measure(command, path, args.repeat)
+                wrong = check(name.split(" -j")[0], out, code, size)
+                failed = failed or (wrong is not None and tree == "after")
                 rows.append(f"| {size} ({size * args.events:,}) | `{name}` | {tree} | {seconds:.2f} s | {rss / 1024:.0f} MB | {wrong or 'right'} |")
                 print(rows[-1], file=sys.stderr, flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     print("\n".join(rows))
+    if failed:
+        raise SystemExit("a wrong answer (see the table)")
 
 
 if __name__ == "__main__":

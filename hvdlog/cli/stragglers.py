@@ -13,7 +13,7 @@ from hvdlog.query.resources import RESOURCE_EVENTS, is_resources, short
 from hvdlog.query.resources import attach as attach_resources
 from hvdlog.query.resources import figures as resource_figures
 from hvdlog.query.source import Source
-from hvdlog.query.stragglers import MIN_SECONDS, MIN_STEPS, STEP_EVENTS, RankProgress, Tally, settle
+from hvdlog.query.stragglers import MIN_SECONDS, MIN_STEPS, STEP_EVENTS, RankProgress, Tally, corroborate, settle
 from hvdlog.query.stragglers import stragglers as analyse
 from hvdlog.timeline.evidence import attach
 
@@ -23,6 +23,8 @@ __all__ = ["stragglers"]
 def _read(run: Run, workers: int) -> tuple[Tally, list[Document]]:
     """Every source's step events into one tally (files: the fast reader, in ``workers``
     processes); the few ``resources`` events kept aside."""
+    from hvdlog.query.es import ElasticsearchSource
+    from hvdlog.query.es_steps import step_tally
     from hvdlog.query.files import FileSource
     from hvdlog.query.step_read import read_steps
 
@@ -34,6 +36,11 @@ def _read(run: Run, workers: int) -> tuple[Tally, list[Document]]:
             found = read_steps(source, spec, workers)
             tally.merge(found.tally)
             resources.extend(found.resources)
+            return
+        counted = step_tally(source, spec) if isinstance(source, ElasticsearchSource) else None
+        if counted is not None:  # Elasticsearch counted the step events: only resources events are read
+            tally.merge(counted)
+            resources.extend(source.search(run.with_any_of(RESOURCE_EVENTS)))
             return
         for doc in source.search(spec):
             if is_resources(doc):
@@ -102,6 +109,7 @@ def stragglers(
     rows = analyse(tally, min_lag, tolerance, min_steps=min_steps, min_seconds=min_seconds, epoch=epoch)
     analyses = {} if no_timeline else timeline_analyses(run, timelines)
     attach(rows, analyses)
+    corroborate(rows, tolerance)
     attach_resources(rows, resource_figures(resources))
     settle(rows)
     printer = Printer(as_json=run.as_json)

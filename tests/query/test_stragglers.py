@@ -52,11 +52,17 @@ class TestJudgement:
         rows = stragglers(_job(1000, 1010, 330, 990, 1005))
         (row,) = [row for row in rows if row.outlier]
         assert row.rank == 2 and row.evidence == ["samples"] and row.confidence == "likely"
-        assert "below the median" in row.reasons[0] and "robust deviations" in row.reasons[0] and "5 ranks" in row.reasons[0]
+        assert "below the median" in row.reasons[0] and "robust deviations" in row.reasons[0] and "other 4 ranks" in row.reasons[0]
         assert row.verdict.startswith("straggler: rank 2 (likely, on samples)")
 
     def test_three_ranks_are_enough(self) -> None:
         assert _flagged(_job(1000, 300, 1050)) == [1]
+
+    def test_the_slow_rank_is_judged_against_the_others_spread_not_its_own(self) -> None:
+        """Measured under contention: 25 samples/s against 107 and 210. With the slow rank in the
+        spread (3 ranks: half of it) nothing could be flagged; against the other two it is."""
+        assert _flagged(_job(107, 210, 25)) == [2]
+        assert _flagged(_job(107, 210, 70)) == []  # within the others' spread
 
     def test_two_ranks_never_flag_on_step_figures(self) -> None:
         """With 2 ranks the median is their mean: only timeline evidence may decide."""
@@ -99,6 +105,21 @@ class TestJudgement:
         assert [(row.rank, row.epoch) for row in rows] == [(0, 1), (1, 1), (2, 1)]
         assert not any(row.outlier for row in rows) and all(row.lag_steps == 0 for row in rows)
         assert [row.rank for row in stragglers(before + after, epoch=0)] == [0, 1, 2, 3]
+
+
+    def test_timeline_flag_stands_only_when_the_rank_is_slow_by_its_own_figures(self) -> None:
+        """2 ranks: the timeline names rank 1, but its own samples/s are the others' (a scheduling bias): dropped."""
+        from hvdlog.query.stragglers import corroborate, settle
+
+        for rates, kept in (((1000, 990), False), ((1000, 300), True)):
+            rows = stragglers(_job(*rates))
+            rows[1].reasons.append("timeline: last ready in 90/100 negotiations")
+            rows[1].evidence.append("timeline")
+            rows[1].outlier = True
+            corroborate(rows)
+            settle(rows)
+            assert rows[1].outlier is kept
+            assert rows[1].verdict.startswith("straggler: rank 1 (likely, on timeline)" if kept else "no straggler: rank 1: timeline")
 
 
 class TestTally:
