@@ -292,7 +292,7 @@ class ElasticsearchSource:
         answer's JSON size is added to :attr:`bytes_received`."""
         es = self._client()
         with self._errors("aggregating"):
-            response = es.search(index=self.index, query=query, size=0, aggs=aggs, request_timeout=max(self.timeout, 60))
+            response = es.options(request_timeout=max(self.timeout, 60)).search(index=self.index, query=query, size=0, aggs=aggs)
         try:
             _check_shards(response, "aggregating")
         except _PartialResultsError as exc:
@@ -300,6 +300,14 @@ class ElasticsearchSource:
         self.bytes_received += len(orjson.dumps(response.body))
         aggregations: dict[str, Any] = response.body.get("aggregations") or {}
         return aggregations
+
+    def aggregatable(self, name: str) -> bool:
+        """Whether every index of the pattern that maps ``name`` can aggregate on it, and one does."""
+        es = self._client()
+        with self._errors("reading the mapping of"):
+            caps = es.field_caps(index=self.index, fields=name, ignore_unavailable=True, allow_no_indices=True).body
+        found = (caps.get("fields") or {}).get(name) or {}
+        return bool(found) and all(kind.get("aggregatable") for type_name, kind in found.items() if type_name != "unmapped")
 
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every match (or the ``last`` N), sorted by time then rank."""

@@ -3,18 +3,22 @@
 One composite aggregation over (job, epoch, rank) of the step events gives, per rank, what a
 :class:`~hvdlog.query.stragglers.Tally` keeps: the count, the highest step, the first event
 (time, then step) and the last (time, host) through ``top_hits``, and the ``samples_per_sec``
-histogram in the Tally's own log-scale bins (a painless script computes the bin, with the
-same constant). A second composite gives the largest ``size`` per (job, epoch). Pages of
+histogram in the Tally's own bins (3 significant digits: per decade of the values, found
+first with a ``stats`` aggregation, a ``histogram`` of interval ``10**(d - 2)``; no script, so
+it works where painless is not installed). A second composite gives the largest ``size``
+per (job, epoch). Pages of
 buckets follow ``after_key``, so any number of ranks is read in bounded responses.
 
 When the filter cannot be said exactly as a query (a regular-expression or case-insensitive
-PATTERN; documents without a ``job``, whose job comes from their file path), the documents
+PATTERN; documents without a ``job``, whose job comes from their file path; an index that
+does not map ``horovod.elastic.epoch``, so incarnations cannot be told apart), the documents
 are read instead (:meth:`~hvdlog.query.es.ElasticsearchSource.search`), so the answer is
 always the one the files give.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, Final
@@ -23,17 +27,12 @@ from hvdlog.documents import get_field, timestamp_millis
 from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.es_query import to_query
 from hvdlog.query.spec import MAX_JOB_SIZE, Filter
-from hvdlog.query.stragglers import EPOCH_FIELD, SAMPLES_BIN, STEP_EVENTS, RankTrack, Tally
+from hvdlog.query.stragglers import EPOCH_FIELD, STEP_EVENTS, RankTrack, Tally, decade
 
 __all__ = ["exact", "step_tally"]
 
 #: Buckets (ranks) per page of the composite aggregation.
 PAGE: Final = 1000
-#: The bin of a positive finite samples/s, as :meth:`RankTrack.add` computes it.
-_BIN_SCRIPT: Final = (
-    "if (doc['samples_per_sec'].size() == 0) { return null; } double v = doc['samples_per_sec'].value;"
-    " if (!(v > 0) || Double.isInfinite(v)) { return null; } return (long) Math.floor(Math.log(v) / params.bin);"
-)
 
 
 def exact(spec: Filter) -> bool:
@@ -49,13 +48,30 @@ def _keys(with_rank: bool) -> list[dict[str, Any]]:
     return [*sources, {"rank": {"terms": {"field": "rank"}}}] if with_rank else sources
 
 
-def _rank_aggs() -> dict[str, Any]:
+def _decades(source: ElasticsearchSource, query: dict[str, Any]) -> list[int]:
+    """The decades the positive samples/s values of the query fall in."""
+    positive = {"bool": {"filter": [query, {"range": {"samples_per_sec": {"gt": 0}}}]}}
+    stats = source.aggregate(positive, {"sps": {"stats": {"field": "samples_per_sec"}}})["sps"]
+    if not stats.get("count") or stats.get("min") is None or not math.isfinite(stats["max"]):
+        return []
+    return list(range(decade(stats["min"]), decade(stats["max"]) + 1))
+
+
+def _bins(decades: list[int]) -> dict[str, Any]:
+    return {
+        f"sps_{index}": {"filter": {"range": {"samples_per_sec": {"gte": 10.0**power, "lt": 10.0 ** (power + 1)}}},
+                      "aggs": {"h": {"histogram": {"field": "samples_per_sec", "interval": 10.0 ** (power - 2), "min_doc_count": 1}}}}
+        for index, power in enumerate(decades)
+    }
+
+
+def _rank_aggs(decades: list[int]) -> dict[str, Any]:
     return {
         "max_step": {"max": {"field": "step"}},
         "first": {"top_hits": {"size": 1, "sort": [{"@timestamp": {"order": "asc"}}, {"step": {"order": "asc"}}],
                                "_source": ["@timestamp", "step"]}},
         "last": {"top_hits": {"size": 1, "sort": [{"@timestamp": {"order": "desc"}}], "_source": ["@timestamp", "host.name", "host"]}},
-        "bins": {"terms": {"script": {"source": _BIN_SCRIPT, "params": {"bin": SAMPLES_BIN}}, "size": 10_000}},
+        **_bins(decades),
     }
 
 
@@ -86,19 +102,20 @@ def _track(bucket: dict[str, Any]) -> RankTrack:
         track.last_seen = doc.get("@timestamp") if track.last_ms is not None else None
         host = get_field(doc, "host.name")
         track.host = host if isinstance(host, str) else None
-    track.samples = {int(item["key"]): item["doc_count"] for item in bucket["bins"]["buckets"]}
+    track.samples = {float(item["key"]): item["doc_count"] for name, part in bucket.items() if name.startswith("sps_")
+                     for item in part["h"]["buckets"]}
     return track
 
 
 def step_tally(source: ElasticsearchSource, spec: Filter) -> Tally | None:
     """The tally of the step events ``spec`` selects, counted by Elasticsearch; None when only
     reading the documents gives the files' answer (see the module's docstring)."""
-    if not exact(spec):
+    if not exact(spec) or not source.aggregatable(EPOCH_FIELD):
         return None
     tally = Tally()
     steps = to_query(replace(spec, any_of=STEP_EVENTS))
     query = {"bool": {"filter": [steps, {"exists": {"field": "rank"}}]}}
-    for bucket in _buckets(source, query, True, _rank_aggs()):
+    for bucket in _buckets(source, query, True, _rank_aggs(_decades(source, query))):
         job, epoch, rank = bucket["key"]["job"], bucket["key"]["epoch"], bucket["key"]["rank"]
         if job is None:
             return None  # a job named by file paths only: the documents decide

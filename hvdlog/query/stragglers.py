@@ -26,7 +26,7 @@ Only the ranks of one incarnation of an elastic job are compared (``horovod.elas
 absent = 0; by default the last), so a rank removed by a scale-down is not a straggler.
 
 Memory: :class:`Tally` aggregates per rank as events stream past (counts, first and last
-step, a log-scale histogram of ``samples_per_sec``); it never holds the events, and two
+step, a histogram of ``samples_per_sec`` cut to 3 significant digits); it never holds the events, and two
 tallies merge exactly (parallel readers, :mod:`hvdlog.query.step_read`).
 """
 
@@ -45,13 +45,14 @@ __all__ = [
     "EPOCH_FIELD",
     "MAD_CUTOFF",
     "MIN_RANKS",
-    "SAMPLES_BIN",
     "STEP_EVENTS",
     "RankProgress",
     "RankTrack",
     "Tally",
     "corroborate",
+    "decade",
     "judge",
+    "sample_bin",
     "settle",
     "stragglers",
 ]
@@ -67,8 +68,24 @@ MAD_CUTOFF: Final = 3.5
 #: Defaults of the minimum data per rank.
 MIN_STEPS: Final = 10
 MIN_SECONDS: Final = 2.0
-#: Width of a ``samples_per_sec`` histogram bin: medians are exact to this ratio (0.5 %).
-SAMPLES_BIN: Final = math.log(1.01)
+
+
+def decade(value: float) -> int:
+    """The ``d`` with ``10**d <= value < 10**(d + 1)`` (for a positive finite value)."""
+    power = math.floor(math.log10(value))
+    while 10.0**power > value:
+        power -= 1
+    while 10.0 ** (power + 1) <= value:
+        power += 1
+    return power
+
+
+def sample_bin(value: float) -> float:
+    """The ``samples_per_sec`` histogram bin of a positive finite value: cut to 3 significant
+    digits (bins 0.1-1 % wide). It is what Elasticsearch's ``histogram`` with interval
+    ``10**(d - 2)`` over the decade ``d`` computes, so both sources count the same bins."""
+    width = 10.0 ** (decade(value) - 2)
+    return math.floor(value / width) * width
 _NO_DATA: Final = "not enough data to call a straggler"
 
 
@@ -123,8 +140,8 @@ class RankTrack:
     last_seen: str | None = None
     host: str | None = None
     events: int = 0
-    #: log-scale bin -> count, of positive ``samples_per_sec`` values.
-    samples: dict[int, int] = field(default_factory=dict)
+    #: bin (:func:`sample_bin`) -> count, of positive ``samples_per_sec`` values.
+    samples: dict[float, int] = field(default_factory=dict)
 
     def add(self, step: int, millis: int | None, stamp: object, host: object, sps: object) -> None:
         """One step event."""
@@ -132,7 +149,7 @@ class RankTrack:
         if isinstance(host, str):
             self.host = host
         if isinstance(sps, (int, float)) and not isinstance(sps, bool) and math.isfinite(sps) and sps > 0:
-            key = math.floor(math.log(sps) / SAMPLES_BIN)
+            key = sample_bin(sps)
             self.samples[key] = self.samples.get(key, 0) + 1
         self.last_step = step if self.last_step is None else max(step, self.last_step)
         if millis is None:
@@ -156,7 +173,7 @@ class RankTrack:
             self.last_ms, self.last_seen = other.last_ms, other.last_seen or self.last_seen
 
     def median_samples(self) -> float | None:
-        """The median ``samples_per_sec`` (to 0.5 %, 3 significant digits)."""
+        """The median ``samples_per_sec`` (its bin's middle, to 3 significant digits: within 0.5 %)."""
         total = sum(self.samples.values())
         if not total:
             return None
@@ -164,7 +181,7 @@ class RankTrack:
         for key in sorted(self.samples):
             seen += self.samples[key]
             if seen * 2 >= total:
-                return float(f"{math.exp((key + 0.5) * SAMPLES_BIN):.3g}")
+                return float(f"{key + 10.0 ** (decade(key) - 2) / 2:.3g}")
         return None  # pragma: no cover - the loop always reaches half
 
     def rate(self) -> float | None:

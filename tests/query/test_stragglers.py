@@ -138,10 +138,18 @@ class TestTally:
     def test_median_is_within_half_a_percent_and_memory_is_bins_not_events(self) -> None:
         tally = Tally()
         for index in range(100_000):
-            tally.add("j", 0, 0, index, None, None, 500 + (index % 101), None)
+            tally.add("j", 0, 0, index, None, None, 500 + (index % 101) + 0.37, None)
         (track,) = tally.tracks.values()
         assert abs((track.median_samples() or 0) - 550) <= 550 * 0.006
-        assert len(track.samples) <= 20
+        assert len(track.samples) <= 101
+
+    @pytest.mark.parametrize("value", [0.0123456, 0.1, 1.0, 9.999, 10.0, 99.95, 100.0, 913.7, 1000.0, 12345.6, 1e300])
+    def test_bins_cut_to_three_significant_digits(self, value: float) -> None:
+        from hvdlog.query.stragglers import decade, sample_bin
+
+        assert 10.0 ** decade(value) <= value < 10.0 ** (decade(value) + 1)
+        low = sample_bin(value)
+        assert low <= value < low + 10.0 ** (decade(value) - 2) * 1.000001
 
 
 def _corpus_trees() -> list[Path]:
