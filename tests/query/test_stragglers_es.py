@@ -88,7 +88,10 @@ def _rows(*args: str) -> tuple[int, list[dict[str, Any]]]:
     return result.exit_code, [json.loads(line) for line in result.stdout.splitlines()]
 
 
-@pytest.mark.parametrize("flags", [(), ("--job", "elastic"), ("--rank", "0-2"), ("--host", "node1"), ("--epoch", "0"), ("--since", "2026-12-01T10:00:10Z")], ids=str)
+FLAGS = [(), ("--job", "elastic"), ("--rank", "0-2"), ("--host", "node1"), ("--epoch", "0"), ("--since", "2026-12-01T10:00:10Z")]
+
+
+@pytest.mark.parametrize("flags", FLAGS, ids=str)
 def test_same_rows_from_files_and_from_the_aggregation(indexed: Path, es_url: str, flags: tuple[str, ...]) -> None:
     from_files = _rows(*flags, str(indexed))
     from_es = _rows(*flags, "--es", es_url, "--index", INDEX)
@@ -107,8 +110,9 @@ def test_the_answers_are_the_made_ones(indexed: Path, es_url: str) -> None:
 
 def test_without_the_epoch_in_the_mapping_the_documents_decide(indexed: Path, es_url: str) -> None:
     """An index that does not map horovod.elastic.epoch cannot separate incarnations: no aggregation, same answer."""
-    from elasticsearch import Elasticsearch
     from elasticsearch.helpers import bulk
+
+    from elasticsearch import Elasticsearch
 
     es = Elasticsearch(es_url, request_timeout=60)
     es.options(ignore_status=404).indices.delete(index=f"{INDEX}-plain")
