@@ -116,16 +116,16 @@ def generate(root: Path, size: int, count: int) -> Path:
 
 
 def run(command: list[str], pythonpath: Path) -> tuple[float, int, str, int]:
-    """(wall seconds, peak RSS KiB, stdout, exit code) of one whole process."""
+    """(wall seconds, peak RSS KiB, stdout, exit code) of one whole process; the peak RSS is
+    GNU time's ``%M``. It runs in the tree it times: ``python -c`` puts the working directory first on sys.path."""
     env = {**os.environ, "PYTHONPATH": str(pythonpath), "TZ": "UTC"}
     started = time.perf_counter()
-    with open(os.devnull, "wb") as devnull:
-        process = subprocess.Popen([sys.executable, "-c", "from hvdlog.cli.main import main; main()", *command],
-                                   stdout=subprocess.PIPE, stderr=devnull, env=env)
-        out = process.stdout.read() if process.stdout else b""  # type: ignore[union-attr]
-        _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - started, usage.ru_maxrss, out.decode(), process.returncode
+    result = subprocess.run(["/usr/bin/time", "-f", "hvdlog-bench-rss %M", sys.executable, "-c",
+                             "from hvdlog.cli.main import main; main()", *command],
+                            capture_output=True, env=env, check=False, cwd=pythonpath)
+    seconds = time.perf_counter() - started
+    rss = [line for line in result.stderr.decode(errors="replace").splitlines() if line.startswith("hvdlog-bench-rss ")]
+    return seconds, int(rss[-1].split()[1]) if rss else -1, result.stdout.decode(), result.returncode
 
 
 def check(name: str, out: str, code: int, size: int) -> str | None:
@@ -171,7 +171,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another checkout, timed in the same run (before)")
     parser.add_argument("--jobs", default="1,2", help="stragglers -j values to time")
     parser.add_argument("--repeat", type=int, default=1, help="best of N")
+    parser.add_argument("--only", default="", help="comma-separated command names to time (default: all), e.g. stragglers,grep")
     args = parser.parse_args()
+    only = [name for name in args.only.split(",") if name]
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
     jobs = [int(v) for v in args.jobs.split(",")]
     trees = {"after": REPO, **({"before": args.baseline} if args.baseline else {})}
@@ -181,6 +183,8 @@ def main() -> None:
         job = generate(args.root, size, args.events)
         for tree, path in trees.items():
             for name, command in commands(job, jobs, tree).items():
+                if only and not any(name.startswith(prefix) for prefix in only):
+                    continue
                 seconds, rss, out, code = measure(command, path, args.repeat)
                 wrong = check(name.split(" -j")[0], out, code, size)
                 failed = failed or (wrong is not None and tree == "after")
