@@ -118,8 +118,10 @@ def test_hang_produces_stall_events_under_gloo(tmp_path_factory: pytest.TempPath
 
 
 def test_straggler_is_flagged_by_hvdlog_stragglers(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """--straggler-rank 1 slows rank 1's compute; samples_per_sec (measured before the allreduce wait) shows it."""
-    run = horovodrun(tmp_path_factory, "gloo-straggler", "--straggler-rank", "1", "--straggler-delay", "0.05")
+    """--straggler-rank 1 slows rank 1's compute; samples_per_sec (measured before the allreduce wait) shows it,
+    and with 2 ranks the timeline (HVDLOG_TIMELINE=1: rank 0 waited for rank 1) is what lets hvdlog name it."""
+    run = horovodrun(tmp_path_factory, "gloo-straggler", "--straggler-rank", "1", "--straggler-delay", "0.15",
+                     "--steps-per-epoch", "16", env={"HVDLOG_TIMELINE": "1"})
     assert run.result.returncode == 0, run.result.stderr[-3000:]
     result = subprocess.run(
         [str(Path(sys.executable).with_name("hvdlog")), "stragglers", "--json", str(run.root / run.job)],
@@ -128,4 +130,5 @@ def test_straggler_is_flagged_by_hvdlog_stragglers(tmp_path_factory: pytest.Temp
     assert result.returncode == 0, result.stderr
     rows = {row["rank"]: row for row in map(orjson.loads, result.stdout.splitlines())}
     assert rows[1]["outlier"] and not rows[0]["outlier"]
+    assert "timeline" in rows[1]["evidence"] and rows[1]["confidence"] in ("likely", "certain")
     assert rows[1]["samples_per_sec"] < rows[0]["samples_per_sec"] / 2

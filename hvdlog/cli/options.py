@@ -25,7 +25,9 @@ from hvdlog.query.es import DEFAULT_INDEX, ElasticsearchSource
 from hvdlog.query.source import Source, SourceError, merged
 from hvdlog.query.spec import Condition, Filter, FilterError, parse_ranks, parse_steps, parse_time
 
-__all__ = ["EXIT_ERROR", "EXIT_FOUND", "EXIT_NOTHING", "Run", "fail", "source_options", "split_pattern", "time_zone", "warn"]
+__all__ = [
+    "EXIT_ERROR", "EXIT_FOUND", "EXIT_NOTHING", "Run", "fail", "jobs_option", "source_options", "split_pattern", "time_zone", "warn",
+]
 
 EXIT_FOUND, EXIT_NOTHING, EXIT_ERROR = 0, 1, 2
 
@@ -51,6 +53,18 @@ class Run:
         if any_of:
             wanted = _with(wanted, any_of=any_of)
         return merged(self.sources, wanted, self.failures, warn)
+
+    def with_any_of(self, any_of: tuple[Condition, ...]) -> Filter:
+        """The run's filter, asking only for documents meeting one of ``any_of``."""
+        return _with(self.spec, any_of=any_of)
+
+    def guarded(self, source: Source, read: Callable[[], None]) -> None:
+        """Run one source's read; a source that fails is warned about and recorded, as in :meth:`documents`."""
+        try:
+            read()
+        except SourceError as exc:
+            self.failures.append(f"{source.label}: {exc}")
+            warn(f"{source.label}: {exc}")
 
     def exit(self, found: bool) -> NoReturn:
         """grep's exit code: 2 if any source failed, else 0 when something was found, else 1."""
@@ -117,6 +131,18 @@ def split_pattern(args: Sequence[str], explicit: str | None, has_other_source: b
     if (os.sep in first or first in (".", "..")) and os.path.exists(first):
         return None, tuple(args)
     return first or None, tuple(args[1:])
+
+
+def _workers(ctx: click.Context, param: click.Parameter, value: int | None) -> int:
+    return value if value is not None else max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def jobs_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``-j/--jobs N``: processes reading the ranks' files in parallel; the command receives ``workers``."""
+    return click.option(
+        "-j", "--jobs", "workers", type=click.IntRange(min=1), default=None, callback=_workers, metavar="N",
+        help="Read the ranks' files in N processes (same output as -j 1)  [default: all cores].",
+    )(command)
 
 
 def source_options(command: Callable[..., Any]) -> Callable[..., Any]:

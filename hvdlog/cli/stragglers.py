@@ -1,70 +1,68 @@
-"""``hvdlog stragglers``: per rank, last step, step rate and lag behind the median, timeline evidence and resources; outliers flagged."""
+"""``hvdlog stragglers``: per rank, last step, samples/s and lag behind the median, timeline evidence and resources;
+a rank is flagged only when the data supports it, with how much, on what evidence and how sure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import click
 
-from hvdlog.cli.options import Run, source_options
+from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer
 from hvdlog.cli.timeline_output import print_top, timeline_analyses
 from hvdlog.documents import Document
 from hvdlog.query.resources import RESOURCE_EVENTS, is_resources, short
 from hvdlog.query.resources import attach as attach_resources
 from hvdlog.query.resources import figures as resource_figures
-from hvdlog.query.stragglers import STEP_EVENTS
+from hvdlog.query.source import Source
+from hvdlog.query.stragglers import MIN_SECONDS, MIN_STEPS, STEP_EVENTS, RankProgress, Tally, corroborate, settle
 from hvdlog.query.stragglers import stragglers as analyse
 from hvdlog.timeline.evidence import attach
 
 __all__ = ["stragglers"]
 
 
-def _set_aside(docs: Iterator[Document], resources: list[Document]) -> Iterator[Document]:
-    """Every document but ``resources`` events, which go to ``resources``."""
-    for doc in docs:
-        if is_resources(doc):
-            resources.append(doc)
-        else:
-            yield doc
+def _read(run: Run, workers: int) -> tuple[Tally, list[Document]]:
+    """Every source's step events into one tally (files: the fast reader, in ``workers``
+    processes); the few ``resources`` events kept aside."""
+    from hvdlog.query.es import ElasticsearchSource
+    from hvdlog.query.es_steps import step_tally
+    from hvdlog.query.files import FileSource
+    from hvdlog.query.step_read import read_steps
+
+    tally, resources = Tally(), []
+    spec = run.with_any_of(STEP_EVENTS + RESOURCE_EVENTS)
+
+    def one(source: Source) -> None:
+        if isinstance(source, FileSource):
+            found = read_steps(source, spec, workers)
+            tally.merge(found.tally)
+            resources.extend(found.resources)
+            return
+        counted = step_tally(source, spec) if isinstance(source, ElasticsearchSource) else None
+        if counted is not None:  # Elasticsearch counted the step events: only resources events are read
+            tally.merge(counted)
+            resources.extend(source.search(run.with_any_of(RESOURCE_EVENTS)))
+            return
+        for doc in source.search(spec):
+            if is_resources(doc):
+                resources.append(doc)
+            else:
+                tally.add_document(doc)
+
+    for source in run.sources:
+        run.guarded(source, lambda source=source: one(source))  # type: ignore[misc]
+    return tally, resources
 
 
 def _num(value: float | None, fmt: str = "g") -> str:
     return "-" if value is None else format(value, fmt)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, metavar="[PATH]...")
-@click.option("--min-lag", default=2, show_default=True, type=click.IntRange(min=1), help="Steps behind the median that flag a rank.")
-@click.option("--tolerance", default=0.25, show_default=True, type=click.FloatRange(0, 1), help="Rate this far below the median flags a rank.")
-@click.option("--timeline", "timelines", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="A Horovod timeline file to use as evidence (repeatable); timelines under PATHs are found anyway.")
-@click.option("--no-timeline", is_flag=True, help="Ignore Horovod timelines (step events only).")
-@click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Also show the top N ranks and tensors by wait caused, from the timeline.")
-@source_options
-def stragglers(run: Run, min_lag: int, tolerance: float, timelines: tuple[str, ...], no_timeline: bool, top: int, **_: object) -> None:
-    """Show each rank's progress and flag the ones behind.
-
-    Evidence: step events (last step, step rate, samples/s) and, when a Horovod timeline is
-    found under the PATHs, given with --timeline, or shipped to Elasticsearch, which rank the
-    collectives waited for. Exit 0 when a straggler was flagged, 1 when none, 2 on an error.
-    """
-    # One pass over the sources: step events for the analysis, resources events (few) set aside.
-    resources: list[Document] = []
-    docs = run.documents(any_of=STEP_EVENTS + RESOURCE_EVENTS)
-    rows = analyse(_set_aside(docs, resources), min_lag, tolerance)
-    analyses = {} if no_timeline else timeline_analyses(run, timelines)
-    attach(rows, analyses)
-    attach_resources(rows, resource_figures(resources))
-    printer = Printer(as_json=run.as_json)
-    if not run.as_json and rows:
-        printer.text(f"{'job':<24} {'rank':>4} {'last step':>9} {'steps/s':>8} {'samples/s':>10} {'lag':>5}  flag")
+def _print(printer: Printer, rows: list[RankProgress]) -> None:
+    printer.text(f"{'job':<24} {'rank':>4} {'last step':>9} {'steps/s':>8} {'samples/s':>10} {'lag':>5}  flag")
+    verdicts: dict[tuple[str | None, int], str] = {}
     for row in rows:
-        if run.as_json:
-            printer.json(row.to_json())
-            continue
-        flag = "STRAGGLER: " + "; ".join(row.reasons) if row.outlier else ""
+        verdicts[(row.job, row.epoch)] = row.verdict
+        flag = f"STRAGGLER ({row.confidence}): " + "; ".join(row.reasons) if row.outlier else ""
         if row.resources:
             flag = f"[{short(row.resources)}] {flag}".rstrip()
         printer.text(
@@ -72,6 +70,56 @@ def stragglers(run: Run, min_lag: int, tolerance: float, timelines: tuple[str, .
             f"{_num(row.samples_per_sec):>10} {_num(row.lag_steps):>5}  {flag}",
             style="bold red" if row.outlier else None,
         )
+    for (job, _), verdict in verdicts.items():
+        printer.text(f"{job}: {verdict}")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--min-lag", default=2, show_default=True, type=click.IntRange(min=1), help="Steps behind the median that flag a rank.")
+@click.option("--tolerance", default=0.4, show_default=True, type=click.FloatRange(0, 1),
+              help="samples/s this share below the median (and beyond the ranks' spread) flags a rank.")
+@click.option("--min-steps", default=MIN_STEPS, show_default=True, type=click.IntRange(min=1),
+              help="Steps a rank must have progressed over for its figures to count.")
+@click.option("--min-seconds", default=MIN_SECONDS, show_default=True, type=click.FloatRange(min=0),
+              help="Seconds a rank's step events must span for its figures to count.")
+@click.option("--epoch", type=click.IntRange(min=0), default=None,
+              help="Compare the ranks of this incarnation of an elastic job (horovod.elastic.epoch)  [default: the last].")
+@click.option("--timeline", "timelines", multiple=True, type=click.Path(exists=True, dir_okay=False),
+              help="A Horovod timeline file to use as evidence (repeatable); timelines under PATHs are found anyway.")
+@click.option("--no-timeline", is_flag=True, help="Ignore Horovod timelines (step events only).")
+@click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Also show the top N ranks and tensors by wait caused, from the timeline.")
+@jobs_option
+@source_options
+def stragglers(
+    run: Run, min_lag: int, tolerance: float, min_steps: int, min_seconds: float, epoch: int | None,
+    timelines: tuple[str, ...], no_timeline: bool, top: int, workers: int, **_: object,
+) -> None:
+    """Show each rank's progress and flag the ones behind, when the data supports it.
+
+    Evidence: a rank's own samples/s and last step against the median of the ranks (at
+    least 3 ranks with --min-steps steps over --min-seconds seconds, below the median by
+    --tolerance and by 3.5 robust deviations); and, when a Horovod timeline is found under
+    the PATHs, given with --timeline, or shipped to Elasticsearch, which rank the collectives
+    waited for (the only evidence that can name one of 2 ranks). Otherwise it says "not
+    enough data to call a straggler". Exit 0 when a straggler was flagged, 1 when none, 2 on an error.
+    """
+    tally, resources = _read(run, workers)
+    rows = analyse(tally, min_lag, tolerance, min_steps=min_steps, min_seconds=min_seconds, epoch=epoch)
+    analyses = {} if no_timeline else timeline_analyses(run, timelines)
+    attach(rows, analyses)
+    corroborate(rows, tolerance)
+    attach_resources(rows, resource_figures(resources))
+    settle(rows)
+    printer = Printer(as_json=run.as_json)
+    if run.as_json:
+        for row in rows:
+            printer.json(row.to_json())
+    elif rows:
+        _print(printer, rows)
+    else:
+        printer.text("no step events: not enough data to call a straggler")
     for job, analysis in analyses.items() if top else ():
         print_top(printer, job, analysis, top, run.as_json)
     run.exit(any(row.outlier for row in rows))

@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
+import orjson
+
 from hvdlog.documents import Document, sort_key
 from hvdlog.elastic.connection import Credentials, ElasticsearchError, connect, errors, mask_credentials
 from hvdlog.query.es_query import SORT, to_query
@@ -83,6 +85,8 @@ class ElasticsearchSource:
         self.slices = slices
         self.label = f"elasticsearch {mask_credentials(url)}"
         self._es: Any = None
+        #: Bytes of JSON answers received by :meth:`aggregate` (for the benchmarks' transfer figures).
+        self.bytes_received = 0
 
     def _client(self) -> Any:
         if self._es is None:
@@ -282,6 +286,28 @@ class ElasticsearchSource:
                 if started:
                     raise _PartialResultsError(f"the connection broke ({exc.message})") from None
                 raise
+
+    def aggregate(self, query: dict[str, Any], aggs: dict[str, Any]) -> dict[str, Any]:
+        """The ``aggregations`` of one ``size: 0`` search (every shard must answer); the
+        answer's JSON size is added to :attr:`bytes_received`."""
+        es = self._client()
+        with self._errors("aggregating"):
+            response = es.options(request_timeout=max(self.timeout, 60)).search(index=self.index, query=query, size=0, aggs=aggs)
+        try:
+            _check_shards(response, "aggregating")
+        except _PartialResultsError as exc:
+            raise SourceError(f"{exc}: giving no answer rather than a partial one") from None
+        self.bytes_received += len(orjson.dumps(response.body))
+        aggregations: dict[str, Any] = response.body.get("aggregations") or {}
+        return aggregations
+
+    def aggregatable(self, name: str) -> bool:
+        """Whether every index of the pattern that maps ``name`` can aggregate on it, and one does."""
+        es = self._client()
+        with self._errors("reading the mapping of"):
+            caps = es.field_caps(index=self.index, fields=name, ignore_unavailable=True, allow_no_indices=True).body
+        found = (caps.get("fields") or {}).get(name) or {}
+        return bool(found) and all(kind.get("aggregatable") for type_name, kind in found.items() if type_name != "unmapped")
 
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every match (or the ``last`` N), sorted by time then rank."""

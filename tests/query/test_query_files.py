@@ -31,7 +31,7 @@ from hvdlog.parse import _unparsed_event, decode_line, parse_lines, parse_paths
 from hvdlog.parse.jsonl import decode_event
 from hvdlog.parse.launcher import path_fields
 from hvdlog.parse.native import NativeParser
-from hvdlog.query import files
+from hvdlog.query import scan
 from hvdlog.query.echoes import drop_echoes
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter, parse_ranks
@@ -106,7 +106,7 @@ def _event(line: bytes, path: str) -> Document | None:
 
 def _plain(path: Path, spec: Filter) -> list[Document]:
     """The definition: every line parsed, kept when it holds a needle and matches, sorted."""
-    levels, literal = files._needles(spec)
+    levels, literal = scan.needles(spec)
     needles = levels or ([literal] if literal is not None else [])
     docs = []
     for line in path.read_bytes().split(b"\n"):
@@ -125,9 +125,9 @@ def scanner(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     """Both needle scanners: the wheel's (skipped when it is not installed) and bytes.find."""
     if request.param == "accelerated":
         pytest.importorskip("ahocorasick_rs")
-        monkeypatch.setattr(files, "_ACCELERATED", True)
+        monkeypatch.setattr(scan, "_ACCELERATED", True)
     else:
-        monkeypatch.setattr(files, "_ACCELERATED", False)
+        monkeypatch.setattr(scan, "_ACCELERATED", False)
     return str(request.param)
 
 
@@ -150,11 +150,11 @@ SPECS = {
 @pytest.mark.parametrize("name", ["error", "pattern-dense", "pattern-boom"])
 def test_dense_needles_go_back_to_the_loop(tricky: Path, scanner: str, name: str, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A needle the wheel finds too often is handed to the find loop mid-file: the same documents."""
-    monkeypatch.setattr(files, "_WINDOW", window)
-    monkeypatch.setattr(files, "_DENSE", 10**9)  # any hit is dense
+    monkeypatch.setattr(scan, "_WINDOW", window)
+    monkeypatch.setattr(scan, "_DENSE", 10**9)  # any hit is dense
     spec = SPECS[name]
     assert list(FileSource([tricky]).search(spec)) == _plain(tricky, spec)
-    finder = files._finders([b"xx"])[0]
+    finder = scan.finders([b"xx"])[0]
     data = bytearray(b"xxxx\n" * 1000)
     starts = finder.starts(data, len(data))
     assert starts == sorted(starts) and {data.rfind(b"\n", 0, pos) + 1 for pos in starts} == set(range(0, len(data), 5))
@@ -167,8 +167,8 @@ def test_dense_needles_go_back_to_the_loop(tricky: Path, scanner: str, name: str
 def test_search_is_the_plain_path(tricky: Path, scanner: str, name: str, block: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every spec, both scanners, blocks smaller than lines or bigger than the file: the same documents."""
     if block is not None:
-        monkeypatch.setattr(files, "_BLOCK", block)
-        monkeypatch.setattr(files, "_WINDOW", block // 3 + 1)  # the wheel's windows: needles across their edges
+        monkeypatch.setattr(scan, "_BLOCK", block)
+        monkeypatch.setattr(scan, "_WINDOW", block // 3 + 1)  # the wheel's windows: needles across their edges
     spec = SPECS[name]
     found = list(FileSource([tricky]).search(spec))
     assert found == _plain(tricky, spec)
@@ -187,7 +187,7 @@ CLI_CASES = {
 def test_cli_output_is_byte_identical(tricky: Path, scanner: str, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`hvdlog grep` prints the bytes the plain path's documents give (NDJSON, or deduped text), exit 0."""
     args, spec = CLI_CASES[case]
-    monkeypatch.setattr(files, "_BLOCK", 512)
+    monkeypatch.setattr(scan, "_BLOCK", 512)
     result = CliRunner().invoke(cli, ["grep", *args, str(tricky)], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     docs = drop_echoes(_plain(tricky, spec))
@@ -206,7 +206,7 @@ def test_cli_output_is_byte_identical(tricky: Path, scanner: str, case: str, mon
 def test_blocks_hold_whole_lines(size: int, ending: bytes) -> None:
     """The blocks put back together are the file; each block but the last ends with a newline."""
     text = b"\n".join(f"line {i} ".encode() * (i % 9) for i in range(200)) + ending
-    pieces = [bytes(buffer[:end]) for buffer, end in files._blocks(io.BufferedReader(io.BytesIO(text)), size)]  # type: ignore[arg-type]
+    pieces = [bytes(buffer[:end]) for buffer, end in scan.blocks(io.BufferedReader(io.BytesIO(text)), size)]  # type: ignore[arg-type]
     assert b"".join(pieces) == text
     assert all(piece.endswith(b"\n") for piece in pieces[:-1])
 
@@ -272,8 +272,8 @@ def test_without_the_wheel_find_does_it(tricky: Path, monkeypatch: pytest.Monkey
     def missing() -> None:
         raise ImportError("No module named 'ahocorasick_rs'")
 
-    monkeypatch.setattr(files, "_accelerator", missing)
-    monkeypatch.setattr(files, "_ACCELERATED", True)
-    assert all(finder._searcher is None for finder in files._finders([b'"error"', b"boom"]))
-    assert files._ACCELERATED is False
+    monkeypatch.setattr(scan, "_accelerator", missing)
+    monkeypatch.setattr(scan, "_ACCELERATED", True)
+    assert all(finder._searcher is None for finder in scan.finders([b'"error"', b"boom"]))
+    assert scan._ACCELERATED is False
     assert list(FileSource([tricky]).search(SPECS["error"])) == _plain(tricky, SPECS["error"])

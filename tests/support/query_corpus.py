@@ -2,9 +2,9 @@
 
 ``faults`` is the training example with two fault flags on rank 1: it hangs at step 3
 (the watchdogs report a stall, rank 0 waiting in the allreduce) and raises at step 6
-(rank 0 dies as collateral). ``straggler`` is a small job whose rank 1 is slow and says so
-in its ``samples_per_sec`` (see support/straggler_job.py for why the training example's
-own straggler flag cannot be told apart). Both run concurrently, once per test process,
+(rank 0 dies as collateral). ``straggler`` is a small 3-rank job whose rank 1 is slow and
+says so in its ``samples_per_sec`` (see support/straggler_job.py); 3 ranks, because with 2
+the step figures cannot name the slow one (hvdlog/query/stragglers.py). Both run concurrently, once per test process,
 and are cached; the faults job also writes an ``--output-filename`` tree.
 """
 
@@ -19,12 +19,14 @@ import tempfile
 import uuid
 from pathlib import Path
 
-__all__ = ["FAULTS", "STRAGGLER", "Corpus", "corpus", "start"]
+__all__ = ["FAULTS", "STRAGGLER", "STRAGGLER_RANKS", "STRAGGLER_STEPS", "Corpus", "corpus", "start"]
 
 REPO = Path(__file__).resolve().parents[2]
 #: Job ids, unique per test process: other tests may write to the same Elasticsearch data streams.
 _RUN_ID = uuid.uuid4().hex[:6]
 FAULTS, STRAGGLER = f"faults-{_RUN_ID}", f"straggler-{_RUN_ID}"
+#: The straggler job's size and steps (rank 1 sleeps 0.15 s per step: >= 3 s of data).
+STRAGGLER_RANKS, STRAGGLER_STEPS = 3, 20
 _CACHE: dict[str, Corpus] = {}
 _RUNNING: dict[str, tuple[Corpus, dict[str, subprocess.Popen[bytes]]]] = {}
 
@@ -44,12 +46,13 @@ class Corpus:
         return host
 
 
-def _horovodrun(args: list[str], console: Path, timeout_env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _horovodrun(args: list[str], console: Path, timeout_env: dict[str, str], ranks: int = 2) -> subprocess.Popen[bytes]:
     exe = Path(sys.executable).with_name("horovodrun")
     if not exe.exists():
         raise RuntimeError(f"no horovodrun next to {sys.executable}: run `make test` (setup builds Horovod)")
     with open(console, "wb") as out:
-        return subprocess.Popen([str(exe), "-np", "2", "--gloo", *args], stdout=out, stderr=subprocess.STDOUT, env=timeout_env)
+        return subprocess.Popen([str(exe), "-np", str(ranks), "-H", f"localhost:{ranks}", "--gloo", *args],
+                                stdout=out, stderr=subprocess.STDOUT, env=timeout_env)
 
 
 def start() -> None:
@@ -66,9 +69,10 @@ def start() -> None:
                  str(result.logs), "--steps-per-epoch", "8", "--job", FAULTS, "--stall-after", "2",
                  "--hang-rank", "1", "--hang-at-step", "3", "--hang-seconds", "4", "--crash-rank", "1", "--crash-at-step", "6"],
         STRAGGLER: [sys.executable, str(REPO / "tests" / "support" / "straggler_job.py"), str(result.logs), STRAGGLER,
-                    "1", "0.15", "12"],
+                    "1", "0.15", str(STRAGGLER_STEPS)],
     }
-    _RUNNING["corpus"] = (result, {name: _horovodrun(args, root / f"{name}.console", env) for name, args in jobs.items()})
+    ranks = {FAULTS: 2, STRAGGLER: STRAGGLER_RANKS}
+    _RUNNING["corpus"] = (result, {name: _horovodrun(args, root / f"{name}.console", env, ranks[name]) for name, args in jobs.items()})
 
 
 def corpus() -> Corpus:

@@ -1,0 +1,183 @@
+"""The step events of per-rank files, read for ``stragglers`` without building documents.
+
+``stragglers`` needs a handful of fields of the events that carry a step. In a ``.jsonl``
+events file only lines holding the bytes ``"step"`` can carry one (found by the byte
+scanner of :mod:`hvdlog.query.scan`); those are decoded with orjson and their few fields go
+straight into a :class:`~hvdlog.query.stragglers.Tally`, which keeps per-rank figures, never
+the events. A line the shortcut cannot take exactly (an object nested in the line, a
+filter on level, host, dataset, time or text) goes through the parser and
+:meth:`~hvdlog.query.spec.Filter.matches` like any other read. A rank's native captures
+(``.stdout.log``/``.stderr.log``, ``rank.<r>/stdout``) are not read: they never hold our
+JSON events, and the native parser never sets ``step``. Any other file (a console capture,
+``.ndjson``) is parsed whole, as a search would.
+
+With ``jobs`` > 1 the files are read by that many processes, each returning a tally;
+tallies merge exactly and in any order, so the answer is the same as with one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from hvdlog.documents import Document, job_of
+from hvdlog.fields import PARSE_FAILURE_TAG
+from hvdlog.parse import parse_lines
+from hvdlog.parse.launcher import path_fields
+from hvdlog.query.files import FileSource, is_events_file
+from hvdlog.query.resources import is_resources
+from hvdlog.query.scan import blocks, candidate_lines, finders
+from hvdlog.query.spec import Filter
+from hvdlog.query.stragglers import EPOCH_FIELD, Tally
+
+__all__ = ["StepRead", "read_steps"]
+
+_NEEDLES: Final = (b'"step"', b'"resources"')
+#: Below this many bytes in all, one process reads everything (starting workers costs more).
+PARALLEL_MIN_BYTES: Final = 16 * 2**20
+
+
+@dataclass
+class StepRead:
+    """What reading gave: the tally, the (few) resources events, and what went wrong."""
+
+    tally: Tally = field(default_factory=Tally)
+    resources: list[Document] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    parse_failures: int = 0
+    readable: int = 0
+
+    def merge(self, other: StepRead) -> None:
+        """Fold another reader's result in (files keep their order)."""
+        self.tally.merge(other.tally)
+        self.resources.extend(other.resources)
+        self.errors.extend(other.errors)
+        self.parse_failures += other.parse_failures
+        self.readable += other.readable
+
+
+def _simple(spec: Filter) -> bool:
+    """Whether the spec tests only fields the shortcut decodes (rank, job, step)."""
+    plain = replace(spec, ranks=None, jobs=(), steps=None, any_of=())
+    return plain == Filter()
+
+
+def _take(flat: dict[str, Any], job: str | None, spec: Filter, read: StepRead) -> bool:
+    """Tally one decoded line straight from its fields; False when it needs the full parse."""
+    if flat.get("step") is None or any(type(value) is dict for value in flat.values()):
+        return False
+    job = flat.get("job") or job
+    rank, step = flat.get("rank"), flat.get("step")
+    if spec.ranks is not None and rank not in spec.ranks:
+        return True
+    if spec.jobs and flat.get("job") not in spec.jobs:
+        return True
+    if spec.steps is not None and not (isinstance(step, int) and not isinstance(step, bool)
+                                       and (spec.steps[0] is None or step >= spec.steps[0])
+                                       and (spec.steps[1] is None or step <= spec.steps[1])):
+        return True
+    epoch = flat.get(EPOCH_FIELD)
+    read.tally.add(str(job) if job else None, epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0,
+                   rank, step, flat.get("@timestamp"), flat.get("host.name"), flat.get("samples_per_sec"), flat.get("size"))
+    return True
+
+
+def _parsed(line: bytes, path: str, spec: Filter, read: StepRead) -> None:
+    for doc in parse_lines([line], path=path):
+        tags = doc.get("tags")
+        if isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
+            read.parse_failures += 1
+        if not spec.matches(doc):
+            continue
+        if is_resources(doc):
+            read.resources.append(doc)
+        else:
+            read.tally.add_document(doc)
+
+
+def _whole(path: Path, spec: Filter, timezone: str | None, read: StepRead) -> None:
+    """A file that is neither an events file nor a rank's capture: every line through the parser."""
+    with open(path, "rb") as handle:
+        for doc in parse_lines(handle, path=str(path), timezone=timezone):
+            tags = doc.get("tags")
+            if isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
+                read.parse_failures += 1
+            if spec.matches(doc):
+                (read.resources.append if is_resources(doc) else read.tally.add_document)(doc)
+
+
+def read_file(path: Path, spec: Filter, timezone: str | None = None) -> StepRead:
+    """One file's step events (and resources events), tallied."""
+    read = StepRead()
+    name = str(path)
+    if not is_events_file(path):
+        if "horovod.launcher.stream" not in path_fields(name):
+            try:
+                _whole(path, spec, timezone, read)
+            except (OSError, UnicodeError) as exc:
+                read.errors.append(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
+                return read
+        read.readable = 1
+        return read
+    job = job_of({"log": {"file": {"path": name}}})
+    fast = _simple(spec)
+    scan = finders(list(_NEEDLES))
+    loads, error = orjson.loads, orjson.JSONDecodeError
+    try:
+        with open(path, "rb") as handle:
+            for data, end in blocks(handle):
+                for line in candidate_lines(data, end, scan, None):
+                    try:
+                        flat = loads(line)
+                    except error:
+                        flat = None
+                    if not (fast and type(flat) is dict and _take(flat, job, spec, read)):
+                        _parsed(line, name, spec, read)
+        read.readable = 1
+    except OSError as exc:
+        read.errors.append(f"{path}: cannot read ({exc.strerror}); skipped")
+    return read
+
+
+def _read_many(paths: Sequence[Path], spec: Filter, timezone: str | None) -> StepRead:
+    total = StepRead()
+    for path in paths:
+        total.merge(read_file(path, spec, timezone))
+    return total
+
+
+def _chunks(paths: list[Path], count: int) -> list[list[Path]]:
+    """``count`` consecutive shares of the files (rank files are of similar size): merged in
+    order, they fold exactly as one reader going through the files would."""
+    share = -(-len(paths) // count)
+    return [paths[start : start + share] for start in range(0, len(paths), share)]
+
+
+def read_steps(source: FileSource, spec: Filter, workers: int = 1) -> StepRead:
+    """Every events file of the source, by ``workers`` processes; the source's warnings are raised as usual."""
+    files = source.files(spec)
+    size = sum(_size(path) for path in files)
+    if workers <= 1 or len(files) < 2 or size < PARALLEL_MIN_BYTES:
+        result = _read_many(files, spec, source.timezone)
+    else:
+        result = StepRead()
+        shares = _chunks(files, workers)
+        with ProcessPoolExecutor(max_workers=len(shares), mp_context=get_context("fork")) as pool:
+            for part in pool.map(_read_many, shares, [spec] * len(shares), [source.timezone] * len(shares)):
+                result.merge(part)
+    source.report(result.errors, result.parse_failures, result.readable, len(files))
+    return result
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
