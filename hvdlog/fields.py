@@ -83,6 +83,15 @@ FIELDS: Final[tuple[Field, ...]] = (
         "log.dropped", "long", "hvdlog",
         "Lines that could not be written (disk full, read-only, capture restarted), on the `log_dropped` event written once writing works again.", 1234,
     ),
+    Field(
+        "hvdlog.truncated.lines", "long", "hvdlog",
+        "Lines of a parsed native document's message cut past the byte cap (1 MiB, hvdlog/parse/assets/blocks.json); tag `_hvdlog_truncated`.", 12000,
+    ),
+    Field("hvdlog.truncated.bytes", "long", "hvdlog", "Bytes of that message cut past the byte cap.", 1450000),
+    Field(
+        "hvdlog.truncated.documents", "long", "hvdlog",
+        "On Logstash's summary of one Filebeat event past the piece cap (10,000 documents): how many documents it stands for.", 40001,
+    ),
     Field("host.name", "keyword", "ecs", "Host the rank ran on.", "node1"),
     Field("process.pid", "long", "ecs", "PID of the rank's process.", 4242),
     Field("process.exit_code", "long", "ecs", "Exit status of a rank, as horovodrun reports it.", 1),

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from hvdlog.documents import Document
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.parse.blocks import bound
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import compile_pattern
@@ -374,4 +375,5 @@ class NativeParser:
         if time is not None:
             flat["@timestamp"] = time
         flat.pop("@metadata.hvd.launcher_time", None)
+        bound(flat)  # a document's texts have a byte cap (hvdlog/parse/assets/blocks.json)
         return nest(flat)

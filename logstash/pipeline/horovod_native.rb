@@ -24,8 +24,14 @@ REFERENCE = /%\{(\w+)(?::([^:}]+))?(?::(int|float))?\}/
 LEGACY_STALL_MARK = "WARNING: One or more tensors"
 LEVELS = { "T" => "trace", "D" => "debug", "I" => "info", "W" => "warning", "E" => "error", "F" => "critical" }.freeze
 
+TRUNCATED_TAG = "_hvdlog_truncated"
+
 def register(params)
   @definitions = load_definitions(params.fetch("patterns_file"))
+  # The declared multi-line grammar and the bounds (hvdlog/parse/assets/blocks.json).
+  blocks = JSON.parse(File.read(params.fetch("blocks_file"), encoding: "UTF-8"))
+  @max_document_bytes = Integer(blocks.fetch("limits").fetch("max_document_bytes"))
+  @max_pieces = Integer(blocks.fetch("limits").fetch("max_pieces"))
   @stall_header = compile("HOROVOD_STALL_HEADER")
   @legacy = compile("HOROVOD_STALL_LEGACY_LINE")
   @ranks_title = compile("HOROVOD_STALL_RANKS_TITLE")
@@ -73,16 +79,75 @@ def filter(event)
     first_state = captures(@stall_header, event.get("message").to_s) ? :stall : :single
   end
   pieces = segments(lines, first_state)
-  return process(event, pieces.first || lines) if pieces.length <= 1
-  # Filebeat joined lines that hvdlog parse reads as several documents (a headless traceback
-  # after a print, a stall header after a space, lines after a plain core line): one event each.
-  pieces.each_with_index.flat_map do |piece_lines, index|
-    next process(event, piece_lines) if index.zero? && first_state
-    piece = event.clone
-    PER_EVENT_FIELDS.each { |field| piece.remove(field) }
+  return bound(process(event, pieces.first || lines)) if pieces.length <= 1
+  split(event, pieces, first_state)
+end
+
+# Filebeat joined lines that hvdlog parse reads as several documents (a headless traceback
+# after a print, a stall header after a space, lines after a plain core line): one event each.
+# Memory stays linear in the block: the block and the whole message leave the event BEFORE
+# it is cloned (LogStash::Event#clone deep-copies every field, @metadata too), so each clone
+# is the lean event plus its own piece. At most max_pieces events leave; the rest are
+# summarised in the last one, counted (docs/reliability.md).
+def split(event, pieces, first_state)
+  event.remove("[@metadata][hvd][block]")
+  message = first_state ? event.get("message") : nil
+  event.remove("message")
+  template = event.clone
+  PER_EVENT_FIELDS.each { |field| template.remove(field) }
+  event.set("message", message) if first_state
+  kept = pieces.length > @max_pieces ? pieces.first(@max_pieces - 1) : pieces
+  results = kept.each_with_index.flat_map do |piece_lines, index|
+    next bound(process(event, piece_lines)) if index.zero? && first_state
+    piece = template.clone
     piece.set("[message]", piece_lines.join("\n"))
-    process(piece, piece_lines)
+    bound(process(piece, piece_lines))
   end
+  results.concat(summary(template.clone, pieces.drop(@max_pieces - 1))) if pieces.length > @max_pieces
+  results
+end
+
+# One event standing for the pieces past the cap: their lines up to the byte cap, and how
+# many documents, lines and bytes it stands for.
+def summary(event, rest)
+  lines = rest.flatten
+  event.set("[message]", lines.join("\n"))
+  event.set("[event][dataset]", "horovod.launcher")
+  event.set("[log][level]", "warning")
+  event.set("[hvdlog][truncated][documents]", rest.length)
+  event.tag(TRUNCATED_TAG)
+  bound([event])
+  [event]
+end
+
+# Each event's message (and error.stack_trace, error.message) cut to max_document_bytes at
+# a line end, as hvdlog/parse/blocks.py cuts hvdlog parse's: the cut lines are counted.
+def bound(events)
+  events.each do |event|
+    cut = nil
+    %w[[message] [error][stack_trace] [error][message]].each do |field|
+      text = event.get(field)
+      next unless text.is_a?(String) && text.bytesize > @max_document_bytes
+      kept, lines, bytes = cut_text(text, @max_document_bytes)
+      event.set(field, kept)
+      cut ||= [lines, bytes] if field == "[message]"
+    end
+    next unless cut
+    event.set("[hvdlog][truncated][lines]", cut[0])
+    event.set("[hvdlog][truncated][bytes]", cut[1])
+    event.tag(TRUNCATED_TAG)
+  end
+end
+
+# [the first whole lines of `text` within `limit` bytes (or its first `limit` bytes when
+# its first line is longer) + the cut mark, lines not kept whole, bytes cut]
+def cut_text(text, limit)
+  head = text.byteslice(0, limit + 1).scrub("")
+  stop = head.rindex("\n")
+  kept = stop && stop.positive? ? head[0, stop] : text.byteslice(0, limit).scrub("")
+  rest = text.byteslice(kept.bytesize, text.bytesize - kept.bytesize)
+  lines = rest.count("\n") + (rest.start_with?("\n") ? 0 : 1)
+  ["#{kept}\n... [hvdlog: #{lines} lines (#{rest.bytesize} bytes) cut]", lines, rest.bytesize]
 end
 
 # --- where hvdlog parse (hvdlog/parse/native.py) starts a new document ------------------
