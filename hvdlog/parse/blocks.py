@@ -9,10 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["BLOCKS_FILE", "MAX_DOCUMENT_BYTES", "MAX_PIECES", "TRUNCATED_TAG", "bound", "cut_text", "load_blocks"]
+from hvdlog.parse.patterns import CompiledPattern, compile_pattern
+
+__all__ = [
+    "BLOCKS_FILE", "MAX_DOCUMENT_BYTES", "MAX_PIECES", "TRUNCATED_TAG", "Grammar", "Opener", "Rule", "bound", "cut_text",
+    "filebeat_patterns", "grammar", "load_blocks", "segments",
+]
 
 #: The grammar, shipped inside the package; ``HVDLOG_BLOCKS`` points elsewhere.
 BLOCKS_FILE: Final = Path(os.environ.get("HVDLOG_BLOCKS") or Path(__file__).resolve().parent / "assets" / "blocks.json")
@@ -61,3 +70,167 @@ def bound(fields: dict[str, Any], limit: int = MAX_DOCUMENT_BYTES) -> None:
     if counted is not None:
         fields["hvdlog.truncated.lines"], fields["hvdlog.truncated.bytes"] = counted
         fields["tags"] = [*fields.get("tags", []), TRUNCATED_TAG]
+
+
+# --- the grammar --------------------------------------------------------------------------
+
+#: (line, previous line of the block, blank lines held before it) -> whether a condition holds
+Test = Callable[[str, str, bool], bool]
+
+
+def _condition(spec: str | dict[str, Any]) -> Test:
+    """One ``when`` entry of the file as a test."""
+    if spec == "indented":
+        return lambda line, previous, blank: line[:1] in (" ", "\t")
+    if spec == "blank":
+        return lambda line, previous, blank: not line.strip()
+    if spec == "no_blank_before":
+        return lambda line, previous, blank: not blank
+    if isinstance(spec, dict) and "previous" in spec:
+        before = compile_pattern(spec["previous"]).regex
+        return lambda line, previous, blank: before.match(previous) is not None
+    if isinstance(spec, dict) and "match" in spec:
+        regex = compile_pattern(spec["match"]).regex
+        if spec.get("lstrip"):  # old builds indent some stall entries
+            return lambda line, previous, blank: regex.match(line.lstrip(" ")) is not None
+        return lambda line, previous, blank: regex.match(line) is not None
+    raise ValueError(f"{BLOCKS_FILE}: unknown condition {spec!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A line that continues a block in some state: its name, conditions, next state, action."""
+
+    name: str
+    tests: tuple[Test, ...]
+    then: str  # a state, or "hold" (a blank line kept only if the block goes on)
+    action: str | None
+    filebeat: bool  # False: only the previous line announces it, Filebeat's multiline cannot follow
+    pattern: CompiledPattern | None  # the line's pattern, whose captures an action may take
+
+    def holds(self, line: str, previous: str, blank_before: bool) -> bool:
+        return all(test(line, previous, blank_before) for test in self.tests)
+
+
+@dataclass(frozen=True, slots=True)
+class Opener:
+    """A line that opens a block: a cheap prefix/substring check, then the pattern or conditions."""
+
+    name: str
+    pattern: CompiledPattern | None
+    prefix: str
+    contains: str | None
+    tests: tuple[Test, ...]
+    state: str
+    action: str | None
+
+    def opens(self, line: str) -> bool:
+        if not line.startswith(self.prefix) or (self.contains is not None and self.contains not in line):
+            return False
+        if self.pattern is not None and self.contains is None and self.pattern.regex.match(line) is None:
+            return False
+        return all(test(line, "", False) for test in self.tests)
+
+
+def _rule(row: dict[str, Any]) -> Rule:
+    matched = [spec["match"] for spec in row["when"] if isinstance(spec, dict) and "match" in spec]
+    pattern = compile_pattern(matched[0]) if matched else None
+    return Rule(row["name"], tuple(map(_condition, row["when"])), row["then"], row.get("action"), row.get("filebeat", True), pattern)
+
+
+def _opener(row: dict[str, Any]) -> Opener:
+    pattern = compile_pattern(row["pattern"]) if "pattern" in row else None
+    return Opener(row["name"], pattern, row.get("prefix", ""), row.get("contains"), tuple(map(_condition, row.get("when", []))),
+                  row["state"], row.get("action"))
+
+
+@dataclass(frozen=True, slots=True)
+class Grammar:
+    """blocks.json compiled: what opens a block, what continues it in each state, how a finished one is classified."""
+
+    core_opens: tuple[Opener, ...]
+    opens: tuple[Opener, ...]
+    states: dict[str, tuple[Rule, ...]]
+    classify: dict[str, tuple[tuple[CompiledPattern, dict[str, Any]], ...]]
+
+    def opener(self, line: str) -> Opener | None:
+        """The first opener of a line that is not a Horovod core line, or None."""
+        for opener in self.opens:
+            if opener.opens(line):
+                return opener
+        return None
+
+    def step(self, state: str, line: str, previous: str, blank_before: bool) -> Rule | None:
+        """The first rule of ``state`` that ``line`` satisfies (None: the block ends before it)."""
+        for rule in self.states.get(state, ()):
+            if rule.holds(line, previous, blank_before):
+                return rule
+        return None
+
+    def classified(self, state: str, fields: dict[str, Any]) -> None:
+        """A finished block's fields refined by the first ``classify`` row its error.message matches."""
+        message = fields.get("error.message")
+        for pattern, extra in self.classify.get(state, ()):
+            captured = pattern.match(message) if isinstance(message, str) else None
+            if captured is not None:
+                fields.update({name: value for name, value in captured.items() if not name.startswith("@metadata.")})
+                fields.update(extra)
+                return
+
+
+@cache
+def grammar(path: Path = BLOCKS_FILE) -> Grammar:
+    """The compiled grammar of ``path`` (once per process)."""
+    data = load_blocks(path)
+    return Grammar(
+        core_opens=tuple(map(_opener, data["core_opens"])),
+        opens=tuple(map(_opener, data["opens"])),
+        states={state: tuple(map(_rule, rows)) for state, rows in data["states"].items()},
+        classify={state: tuple((compile_pattern(row["pattern"]), row["fields"]) for row in rows) for state, rows in data["classify"].items()},
+    )
+
+
+def segments(lines: list[str], *, filebeat_only: bool = False) -> Iterator[tuple[str | None, int, int]]:
+    """(opening state or None, first, last) of each block of one stream's lines as the grammar
+    reads them (held blank lines at a block's end are not in it). Lines are the rank's own
+    text, without launcher prefixes; ``filebeat_only`` stops a block at a rule Filebeat cannot follow."""
+    rules = grammar()
+    state: str | None = None
+    opened: str | None = None
+    first = last = -1
+    for index, line in enumerate(lines):
+        rule = rules.step(state, line, lines[last], last + 1 < index) if state is not None else None
+        if rule is not None and not (filebeat_only and not rule.filebeat):
+            if rule.then != "hold":
+                state, last = rule.then, index
+            continue
+        if state is not None:
+            yield opened, first, last
+            state = None
+        if not line.strip():
+            continue
+        opener = rules.opener(line)
+        state = opened = opener.state if opener is not None else None
+        first = last = index
+        if state is None:
+            yield None, index, index
+    if state is not None:
+        yield opened, first, last
+
+
+# --- Filebeat's multiline patterns ----------------------------------------------------------
+
+_PIECE: Final = re.compile(r"%\{(\w+)\}")
+
+
+def filebeat_patterns(path: Path = BLOCKS_FILE) -> tuple[str, str]:
+    """The `match: after` and `match: before` patterns of shipper/filebeat.yml's native input."""
+    spec = load_blocks(path)["filebeat"]
+    pieces = {**spec["pieces"], "CONTINUES": "|".join(row["regex"] for row in spec["after"]["continues"])}
+
+    def expand(template: str) -> str:
+        while _PIECE.search(template):
+            template = _PIECE.sub(lambda found: pieces[found[1]], template)
+        return template
+
+    return expand(spec["after"]["template"]), expand(spec["before"]["template"])
