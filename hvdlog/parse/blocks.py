@@ -125,9 +125,13 @@ class Opener:
     action: str | None
 
     def opens(self, line: str) -> bool:
-        if not line.startswith(self.prefix) or (self.contains is not None and self.contains not in line):
+        if not line.startswith(self.prefix):
             return False
-        if self.pattern is not None and self.contains is None and self.pattern.regex.match(line) is None:
+        if self.contains is not None:  # the pattern matches from the marker on (text may come before it)
+            at = line.find(self.contains)
+            if at < 0 or self.pattern is None or self.pattern.regex.match(line[at:]) is None:
+                return False
+        elif self.pattern is not None and self.pattern.regex.match(line) is None:
             return False
         return all(test(line, "", False) for test in self.tests)
 
@@ -190,17 +194,27 @@ def grammar(path: Path = BLOCKS_FILE) -> Grammar:
     )
 
 
+def _opener_of(rules: Grammar, core: CompiledPattern, line: str) -> Opener | None:
+    """What ``line`` opens: on a core line, a ``core_opens`` of its message; else an ``opens``."""
+    found = core.match(line) if line.startswith("[") else None
+    if found is None:
+        return rules.opener(line)
+    message = found.get("message") or ""
+    return next((opener for opener in rules.core_opens if opener.opens(message)), None)
+
+
 def segments(lines: list[str], *, filebeat_only: bool = False) -> Iterator[tuple[str | None, int, int]]:
-    """(opening state or None, first, last) of each block of one stream's lines as the grammar
-    reads them (held blank lines at a block's end are not in it). Lines are the rank's own
-    text, without launcher prefixes; ``filebeat_only`` stops a block at a rule Filebeat cannot follow."""
-    rules = grammar()
+    """(name of the opener or None, first, last) of each document of one stream's lines as the
+    grammar reads them (blank lines between documents are skipped; held blank lines at a block's
+    end are not in it). Lines are the rank's own text, without launcher prefixes;
+    ``filebeat_only`` ends a block at a rule Filebeat's multiline cannot follow."""
+    rules, core = grammar(), compile_pattern("HOROVOD_CORE_LINE")
     state: str | None = None
     opened: str | None = None
     first = last = -1
     for index, line in enumerate(lines):
         rule = rules.step(state, line, lines[last], last + 1 < index) if state is not None else None
-        if rule is not None and not (filebeat_only and not rule.filebeat):
+        if rule is not None and (rule.filebeat or not filebeat_only):
             if rule.then != "hold":
                 state, last = rule.then, index
             continue
@@ -209,11 +223,12 @@ def segments(lines: list[str], *, filebeat_only: bool = False) -> Iterator[tuple
             state = None
         if not line.strip():
             continue
-        opener = rules.opener(line)
-        state = opened = opener.state if opener is not None else None
+        opener = _opener_of(rules, core, line)
         first = last = index
-        if state is None:
+        if opener is None:
             yield None, index, index
+        else:
+            state, opened = opener.state, opener.name
     if state is not None:
         yield opened, first, last
 

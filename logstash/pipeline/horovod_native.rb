@@ -32,6 +32,7 @@ def register(params)
   blocks = JSON.parse(File.read(params.fetch("blocks_file"), encoding: "UTF-8"))
   @max_document_bytes = Integer(blocks.fetch("limits").fetch("max_document_bytes"))
   @max_pieces = Integer(blocks.fetch("limits").fetch("max_pieces"))
+  load_grammar(blocks)
   @stall_header = compile("HOROVOD_STALL_HEADER")
   @legacy = compile("HOROVOD_STALL_LEGACY_LINE")
   @ranks_title = compile("HOROVOD_STALL_RANKS_TITLE")
@@ -76,7 +77,7 @@ def filter(event)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
   first_state = nil
   if event.get("[@metadata][hvd][level]")
-    first_state = captures(@stall_header, event.get("message").to_s) ? :stall : :single
+    first_state = captures(@stall_header, event.get("message").to_s) ? :stall : :core
   end
   pieces = segments(lines, first_state)
   return bound(process(event, pieces.first || lines)) if pieces.length <= 1
@@ -154,43 +155,70 @@ end
 
 # Fields of the first line's grok that a later document of the same block must not inherit.
 PER_EVENT_FIELDS = %w[[@metadata][hvd][level] [@metadata][hvd][time] [log][origin]].freeze
-# States in which blank lines may be inside the document (a traceback's).
-HOLDS_BLANKS = %i[traceback exception call_stack chain].freeze
 
-# What a line opens when it starts a document.
-def opening(line)
-  mark = line.index(LEGACY_STALL_MARK)
-  legacy = mark && captures(@legacy, line[mark..])
-  return :stall if legacy && captures(@stall_header, legacy["message"])
-  return :traceback if match(@traceback, line) || match(@frame, line)
-  return :exception if match(@lone_exception, line)
-  return :terminate if match(@terminate, line)
-  return :hydra if match(@hydra_rank, line)
-  :single
-end
+# --- the declared grammar (hvdlog/parse/assets/blocks.json), read like hvdlog/parse/blocks.py
 
-def stall_line?(line)
-  match(@ranks_title, line) || match(@rank, line) || match(@shutdown, line) || match(@ops_title, line) ||
-    match(@ops_line, line.lstrip)
-end
+Rule = Struct.new(:name, :tests, :then_state, :pattern)
+Opener = Struct.new(:name, :pattern, :prefix, :contains, :tests, :state)
 
-# [whether `line` continues a document in `state`, the state after it]
-def continues(state, line, previous, blank_before)
-  case state
-  when :stall then [stall_line?(line), :stall]
-  when :terminate then [match(@what, line), :terminate]
-  when :hydra then [match(@hydra_end, line), :single]
-  when :traceback then [true, line.start_with?(" ", "\t") ? :traceback : :exception]
-  when :chain then [match(@traceback, line), :traceback]
-  when :exception, :call_stack
-    return [true, :chain] if match(@chain, line)
-    return [true, :call_stack] if state == :call_stack && !blank_before && line.match?(/\A[A-Za-z_]\w*\z/)
-    if line.start_with?(" ", "\t") || match(@exception_more, line) || (previous.start_with?("Node: ") && !blank_before)
-      return [true, line.start_with?("Function call stack:") ? :call_stack : :exception]
+def condition(spec)
+  case spec
+  when "indented" then ->(line, _previous, _blank) { line.start_with?(" ", "\t") }
+  when "blank" then ->(line, _previous, _blank) { line.strip.empty? }
+  when "no_blank_before" then ->(_line, _previous, blank) { !blank }
+  else
+    if spec.key?("previous")
+      before = compile(spec["previous"])
+      ->(_line, previous, _blank) { match(before, previous) }
+    elsif spec["lstrip"]
+      pattern = compile(spec.fetch("match"))
+      ->(line, _previous, _blank) { match(pattern, line.sub(/\A +/, "")) }
+    else
+      pattern = compile(spec.fetch("match"))
+      ->(line, _previous, _blank) { match(pattern, line) }
     end
-    [false, nil]
-  else [false, nil]
   end
+end
+
+def load_grammar(blocks)
+  @states = blocks.fetch("states").transform_values do |rows|
+    rows.map do |row|
+      named = row["when"].find { |spec| spec.is_a?(Hash) && spec.key?("match") }
+      Rule.new(row["name"], row["when"].map { |spec| condition(spec) }, row["then"].to_sym, named && compile(named["match"])).freeze
+    end.freeze
+  end.transform_keys(&:to_sym).freeze
+  @opens = blocks.fetch("opens").map do |row|
+    Opener.new(row["name"], row["pattern"] && compile(row["pattern"]), row.fetch("prefix", ""), row["contains"],
+               row.fetch("when", []).map { |spec| condition(spec) }, row["state"].to_sym).freeze
+  end.freeze
+  @classify = blocks.fetch("classify").to_h do |state, rows|
+    [state.to_sym, rows.map { |row| [compile(row.fetch("pattern")), row.fetch("fields")].freeze }.freeze]
+  end.freeze
+end
+
+# The rule of `state` that `line` satisfies (nil: the document ends before it).
+def step(state, line, previous, blank_before)
+  (@states[state] || []).find { |rule| rule.tests.all? { |test| test.call(line, previous, blank_before) } }
+end
+
+# The first opener of blocks.json `opens` that `line` satisfies, or nil.
+def opener_of(line)
+  @opens.find do |opener|
+    next false unless line.start_with?(opener.prefix)
+    next false if opener.contains && !line.include?(opener.contains)
+    next false if opener.pattern && !match(opener.pattern, opener.contains ? line[line.index(opener.contains)..] : line)
+    opener.tests.all? { |test| test.call(line, "", false) }
+  end
+end
+
+# The state a line opens (nil: a document of its own).
+def opening(line)
+  found = opener_of(line)
+  return nil unless found
+  return found.state unless found.contains
+  # <= v0.16's bare `WARNING: ` header, also after a space or glued to progress output
+  legacy = captures(found.pattern, line[line.index(found.contains)..])
+  legacy && captures(@stall_header, legacy["message"]) ? found.state : nil
 end
 
 # The block's lines cut into the documents hvdlog parse makes of them; blank lines between
@@ -207,29 +235,24 @@ def segments(lines, first_state)
       state = first_state
       next
     end
-    if line.strip.empty?
-      if current && HOLDS_BLANKS.include?(state)
-        blanks << line
-      else
-        current = nil
-      end
+    rule = current && state && step(state, line, current.last, !blanks.empty?)
+    if rule && rule.then_state == :hold
+      blanks << line
+      next
+    elsif rule
+      current.concat(blanks) << line
+      state = rule.then_state
+      blanks = []
       next
     end
-    if current
-      ok, following = continues(state, line, current.last, !blanks.empty?)
-      if ok
-        current.concat(blanks) << line
-        state = following
-        blanks = []
-        next
-      end
-    end
     blanks = []
+    if line.strip.empty?
+      current = nil
+      next
+    end
     current = [line]
     result << current
     state = opening(line)
-    # a frame's code line whose `File` line was cut off (rotation, scrollback): a traceback if a frame follows
-    state = :traceback if state == :single && line.start_with?(" ", "\t") && lines[index + 1] && match(@frame, lines[index + 1])
   end
   result
 end
@@ -289,6 +312,7 @@ def process(event, lines)
     what = lines[1..].map { |line| captures(@what, line) }.compact.first
     event.set("[error][message]", what["[error][message]"]) if what
     event.set("[log][level]", "critical")
+    classify(event, :terminate)
   elsif (known = recognise(first))
     known.each { |field, value| event.set(field, value) }
     event.set("[message]", lines.join("\n"))
@@ -301,6 +325,21 @@ def process(event, lines)
 end
 
 # --- the kinds of events ---------------------------------------------------------------
+
+# blocks.json `classify`: the first row whose pattern the finished block's error.message matches
+# adds its captures and fields (a scale-down's terminate is an expected exit).
+def classify(event, state)
+  message = event.get("[error][message]")
+  return unless message.is_a?(String)
+  (@classify[state] || []).each do |pattern, fields|
+    found = captures(pattern, message)
+    next unless found
+    found.each { |field, value| event.set(field, value) unless field.start_with?("[@metadata]") }
+    fields.each { |name, value| event.set(reference(name), value) }
+    return
+  end
+end
+
 
 def chatter(event, message)
   return [event] if @chatter_every.nil? || !match(@chatter, message)
