@@ -259,26 +259,32 @@ end
 
 def process(event, lines)
   letter = event.get("[@metadata][hvd][level]")
-  if letter
-    event.set("[log][level]", LEVELS.fetch(letter))
-    event.set("[event][dataset]", "horovod.core")
-    message = event.get("message").to_s
-    if %w[T D].include?(letter)
-      return chatter(event, message)
-    end
-    seconds = captures(@stall_header, message)
-    if seconds
-      stall(event, [message] + lines[1..], seconds["[horovod][stall][seconds]"], event.get("[size]"))
-    elsif match(@ops_line, message)
-      op_fields(message, event.get("[size]")).each { |field, value| event.set(field, value) }
-      mark_stall(event, false)
-    elsif lines[1..].any? { |line| !line.strip.empty? }
-      # Filebeat joined lines to this one (indented, `Error:`-like): grok kept only the
-      # first line's text in message; keep the rest too, nothing is dropped.
-      event.set("[message]", ([message] + lines[1..]).join("\n"))
-    end
-    return [event]
+  letter ? core_event(event, lines, letter) : launcher_event(event, lines)
+end
+
+# A document whose first line is a Horovod core line (grok set its level letter).
+def core_event(event, lines, letter)
+  event.set("[log][level]", LEVELS.fetch(letter))
+  event.set("[event][dataset]", "horovod.core")
+  message = event.get("message").to_s
+  return chatter(event, message) if %w[T D].include?(letter)
+  seconds = captures(@stall_header, message)
+  if seconds
+    stall(event, [message] + lines[1..], seconds["[horovod][stall][seconds]"], event.get("[size]"))
+  elsif match(@ops_line, message)
+    op_fields(message, event.get("[size]")).each { |field, value| event.set(field, value) }
+    mark_stall(event, false)
+  elsif lines[1..].any? { |line| !line.strip.empty? }
+    # Filebeat joined lines to this one (indented, `Error:`-like): grok kept only the
+    # first line's text in message; keep the rest too, nothing is dropped.
+    event.set("[message]", ([message] + lines[1..]).join("\n"))
   end
+  [event]
+end
+
+# Any other document: a stall of the oldest format, a traceback, Hydra's box, terminate, a
+# message-table line, or a line kept raw and tagged.
+def launcher_event(event, lines)
   event.set("[event][dataset]", "horovod.launcher")
   event.set("[log][level]", "info")
   first = lines.first.to_s
