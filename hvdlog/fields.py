@@ -83,6 +83,15 @@ FIELDS: Final[tuple[Field, ...]] = (
         "log.dropped", "long", "hvdlog",
         "Lines that could not be written (disk full, read-only, capture restarted), on the `log_dropped` event written once writing works again.", 1234,
     ),
+    Field(
+        "hvdlog.truncated.lines", "long", "hvdlog",
+        "Lines of a parsed native document's message cut past the byte cap (1 MiB, hvdlog/parse/assets/blocks.json); tag `_hvdlog_truncated`.", 12000,
+    ),
+    Field("hvdlog.truncated.bytes", "long", "hvdlog", "Bytes of that message cut past the byte cap.", 1450000),
+    Field(
+        "hvdlog.truncated.documents", "long", "hvdlog",
+        "On Logstash's summary of one Filebeat event past the piece cap (10,000 documents): how many documents it stands for.", 40001,
+    ),
     Field("host.name", "keyword", "ecs", "Host the rank ran on.", "node1"),
     Field("process.pid", "long", "ecs", "PID of the rank's process.", 4242),
     Field("process.exit_code", "long", "ecs", "Exit status of a rank, as horovodrun reports it.", 1),
@@ -166,6 +175,28 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field(
         "horovod.timeline.communication_seconds", "double", "horovod",
         "Seconds a collective run spent communicating (MPI_ALLREDUCE, GLOO_ALLREDUCE...).", 0.000248,
+    ),
+    # --- Horovod's elastic driver on horovodrun's console (messages.json HOROVOD_ELASTIC_* rows) ---
+    Field("horovod.elastic.workers", "long", "horovod", "The driver's `reset workers: N`: the new world size.", 3),
+    Field(
+        "horovod.elastic.host", "keyword", "horovod",
+        "The host a driver line names (`start worker process`, `record state`, `blacklist failing host`, a scale-down's `what()`).", "localhost",
+    ),
+    Field("horovod.elastic.slot", "long", "horovod", "The local slot of `host[slot]` in a driver line or a scale-down's `what()`.", 2),
+    Field("horovod.elastic.assigned_rank", "long", "horovod", "The driver's `rank and size: R S`: the rank given to a slot (-1: the slot was removed).", 1),
+    Field("horovod.elastic.assigned_size", "long", "horovod", "The size in the same line (-1: the slot was removed).", 3),
+    Field("horovod.elastic.state", "keyword", "horovod", "The driver's `record state: host[slot] = STATE`: FAILURE, READY or SUCCESS.", "FAILURE"),
+    Field("horovod.elastic.count", "long", "horovod", "The count in the driver's `... count == N -> stop running`.", 2),
+    Field("horovod.elastic.stop_reason", "keyword", "horovod", "Why the driver stopped the job: success, all_failed, all_blacklisted.", "all_blacklisted"),
+    # --- evidence (names fixed by CONTRACT.md; the failures work owns them, declared here for the driver rows) ---
+    Field(
+        "hvdlog.evidence.kind", "keyword", "hvdlog",
+        "What a document is evidence of: exception, signal, exit_status, peer_loss, horovod_shutdown, launcher_verdict, expected_exit, stall_report.",
+        "expected_exit",
+    ),
+    Field(
+        "hvdlog.evidence.source", "keyword", "hvdlog",
+        "Who says it: rank, horovodrun, openmpi_box, mpirun_noticed, srun, hydra, elastic_driver.", "elastic_driver",
     ),
     Field("horovod.launcher.stream", "keyword", "horovod", "stdout or stderr of the rank.", "stderr"),
     Field("horovod.launcher.job", "keyword", "horovod", "Open MPI job id from a `[job,rank]` tag.", "1"),

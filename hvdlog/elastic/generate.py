@@ -7,7 +7,9 @@ saved objects or the corpus' golden files, then review the diff::
     python -m hvdlog.elastic.generate --check  # exit 1 and name the stale files
 
 ``docs/fields.md`` is rendered too when the root holds the corpus (its sample events are the
-first golden document of each dataset). It is a developer's tool: nothing here reads the tests
+first golden document of each dataset), and the two multiline patterns of ``shipper/filebeat.yml``
+when the root holds it (written from the declared grammar, hvdlog/parse/assets/blocks.json; the
+rest of the file is left as it is). It is a developer's tool: nothing here reads the tests
 from where the package is installed.
 
 The committed files carry the defaults (0 replicas, 14 days retention); ``hvdlog install``
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,12 +28,29 @@ from typing import Any
 from hvdlog.elastic import kibana, templates
 from hvdlog.fields import DATASETS, ECS_VERSION, FIELDS, LEVELS
 
-__all__ = ["DATASETS_FILE", "FIELDS_DOC", "KIBANA_FILE", "generated_files", "main", "render_fields_doc", "sample_events", "stale_files"]
+__all__ = [
+    "DATASETS_FILE", "FIELDS_DOC", "FILEBEAT_FILE", "KIBANA_FILE", "generated_files", "main", "render_fields_doc", "render_filebeat",
+    "sample_events", "stale_files",
+]
 
 KIBANA_FILE = "kibana/hvdlog.ndjson"
 DATASETS_FILE = "elasticsearch/datasets.txt"
 FIELDS_DOC = "docs/fields.md"
 CORPUS = "tests/corpus"
+FILEBEAT_FILE = "shipper/filebeat.yml"
+#: a multiline parser's `pattern:` line (YAML single-quoted, `''` for a quote)
+_PATTERN_LINE = re.compile(r"^(?P<head>\s*pattern: )'(?:[^'\n]|'')*'$", re.MULTILINE)
+
+
+def render_filebeat(text: str) -> str:
+    """``text`` (shipper/filebeat.yml) with its two multiline patterns -- `match: after`, then
+    `match: before`, the only `pattern:` lines of the file -- written from blocks.json."""
+    from hvdlog.parse.blocks import filebeat_patterns  # the grammar; loaded only for this file
+
+    patterns = list(filebeat_patterns())
+    if len(_PATTERN_LINE.findall(text)) != len(patterns):
+        raise ValueError(f"{FILEBEAT_FILE}: expected exactly {len(patterns)} multiline `pattern:` lines")
+    return _PATTERN_LINE.sub(lambda found: found["head"] + "'" + patterns.pop(0).replace("'", "''") + "'", text)
 
 
 def _pretty(body: Any) -> str:
@@ -92,6 +112,8 @@ def generated_files(root: Path | None = None) -> dict[str, str]:
     files[DATASETS_FILE] = "".join(f"{dataset}\n" for dataset in DATASETS)
     if root is not None and (root / CORPUS).is_dir():
         files[FIELDS_DOC] = render_fields_doc(root / CORPUS)
+    if root is not None and (root / FILEBEAT_FILE).is_file():
+        files[FILEBEAT_FILE] = render_filebeat((root / FILEBEAT_FILE).read_text())
     return files
 
 

@@ -3,7 +3,7 @@
 ``hvdlog/parse/assets/messages.json`` lists, in order, a pattern of the grok pattern file
 and the fields a line it matches gets (constants, or values mapped from a capture).
 logstash/pipeline/horovod_native.rb reads the same file, so a new one-line message is one
-pattern, one row and one corpus case (recipe in logstash/README.md).
+pattern, one row and one corpus case (recipe in CONTRIBUTING.md).
 """
 
 from __future__ import annotations

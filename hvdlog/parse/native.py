@@ -18,10 +18,11 @@ from typing import Any, Final
 
 from hvdlog.documents import Document
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.parse.blocks import Opener, bound, grammar
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.messages import recognise, signal_names
-from hvdlog.parse.patterns import compile_pattern
-from hvdlog.parse.stalls import StallBlock, is_continuation, stall_header_seconds, stall_op_fields
+from hvdlog.parse.patterns import CompiledPattern, compile_pattern
+from hvdlog.parse.stalls import StallBlock, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
 
 __all__ = ["CORE_DATASET", "LAUNCHER_DATASET", "Chatter", "NativeParser", "parse_chatter"]
@@ -38,22 +39,14 @@ _G_TIME, _G_LEVEL, _G_FILE, _G_LINE, _G_RANK, _G_MESSAGE = (
 )
 _LEGACY_WARNING: Final = compile_pattern("HOROVOD_STALL_LEGACY_LINE")
 _OPS_LINE: Final = compile_pattern("HOROVOD_STALL_OPS_LINE").regex
-_TRACEBACK: Final = compile_pattern("HOROVOD_TRACEBACK_START").regex
-_CHAIN: Final = compile_pattern("HOROVOD_TRACEBACK_CHAIN").regex
 _EXCEPTION: Final = compile_pattern("HOROVOD_EXCEPTION_LINE")
-_LONE_EXCEPTION: Final = compile_pattern("HOROVOD_LONE_EXCEPTION").regex
-_FRAME: Final = compile_pattern("HOROVOD_TRACEBACK_FRAME").regex
-_EXCEPTION_MORE: Final = compile_pattern("HOROVOD_EXCEPTION_MORE").regex
 _LEGACY_STALL_MARK: Final = "WARNING: One or more tensors"
-_HYDRA_RANK: Final = compile_pattern("HOROVOD_HYDRA_RANK")
-_HYDRA_END: Final = compile_pattern("HOROVOD_HYDRA_END")
 #: signal numbers -> names: the message table's, for mpirun's `exited on signal N` (one source)
 _SIGNALS: Final = signal_names()
-_TERMINATE: Final = compile_pattern("HOROVOD_TERMINATE")
-_WHAT: Final = compile_pattern("HOROVOD_TERMINATE_WHAT")
 _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
 _LEVELS: Final = HOROVOD_LEVEL_LETTERS
+_GRAMMAR: Final = grammar()
 _QUIET_LETTERS: Final = frozenset("TD")
 _NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated
 
@@ -165,75 +158,41 @@ class NativeParser:
             if stream.kind is not None:
                 yield self._flush(stream)
 
-    # --- multi-line events -------------------------------------------------------------
+    # --- multi-line events: the grammar of hvdlog/parse/assets/blocks.json ----------------
     def _continue(self, stream: _Stream, line: str) -> bool:
         """True when ``line`` belongs to the open event (and was added to it)."""
         kind = stream.kind
-        if kind == "code":  # a headless traceback cut between a frame's `File` line and its code line
+        if kind == "code":  # the held line gets its answer now
             self._held = None
-            if _FRAME.match(line) is None:
-                return False
-            stream.lines.append(line)
-            stream.kind = "traceback"
-            return True
-        if kind == "stall":
-            if is_continuation(line):
-                stream.stall.add(line)  # type: ignore[union-attr]
-                return True
+        rule = _GRAMMAR.step(kind, line, stream.lines[-1] if stream.lines else "", bool(stream.pending))  # type: ignore[arg-type]
+        if rule is None:
             return False
-        if kind == "traceback":
-            if line[:1] in (" ", "\t"):
-                stream.lines.append(line)
-                return True
-            if not line.strip():  # a blank line in a frame's source is still the traceback
-                stream.pending.append(line)
-                return True
-            stream.lines.extend(stream.pending)
-            stream.pending.clear()
-            stream.lines.append(line)
-            exception = _EXCEPTION.match(line)
-            stream.fields = exception or {"error.message": line}
-            stream.kind = "after_exception"
+        if rule.then == "hold":  # a blank line: part of the event only if it goes on
+            stream.pending.append(line)
+            return True
+        if rule.action == "stall":
+            stream.stall.add(line)  # type: ignore[union-attr]
+        else:
+            self._append(stream, line)
+            if rule.action is not None:
+                self._act(stream, rule.action, rule.pattern, line)
+        stream.kind = rule.then
+        return True
+
+    @staticmethod
+    def _act(stream: _Stream, action: str, pattern: CompiledPattern | None, line: str) -> None:
+        """What a rule's ``action`` does with the line just added."""
+        if action == "exception":  # the exception line: its type and message
+            stream.fields = _EXCEPTION.match(line) or {"error.message": line}
             stream.message_from = len(stream.lines)
-            return True
-        if kind in ("after_exception", "chain", "call_stack"):
-            if not line.strip():
-                stream.pending.append(line)
-                return True
-            if (kind == "after_exception" and _CHAIN.match(line)) or (kind == "chain" and _TRACEBACK.match(line)):
-                self._append(stream, line)
-                stream.kind = "chain" if kind == "after_exception" else "traceback"
-                return True
-            if kind == "chain":
-                return False
-            # what continues an exception's message (TensorFlow: `\t [[{{node ...}}]]`, `Caused by op`,
-            # `Function call stack:` and its names, `Node: ...` and its cause; horovodrun's
-            # `Process name:` / `Exit code:` after `The first process to do so was:`)
-            previous = stream.lines[-1]
-            if kind == "call_stack" and not stream.pending and line.isidentifier():
-                self._append(stream, line)
-                return True
-            if line[:1] in (" ", "\t") or _EXCEPTION_MORE.match(line) or (previous.startswith("Node: ") and not stream.pending):
-                self._append(stream, line)
-                stream.kind = "call_stack" if line.startswith("Function call stack:") else "after_exception"
-                return True
-            return False
-        if kind == "hydra":
-            end = _HYDRA_END.match(line)
-            if end is not None:
-                stream.lines.append(line)
-                number = end.pop("@metadata.hvd.signal_number", None)
-                stream.fields.update(end)
-                if str(number) in _SIGNALS:
-                    stream.fields["event.reason"] = _SIGNALS[str(number)]
-            return end is not None
-        if kind == "terminate":
-            what = _WHAT.match(line)
-            if what is not None:
-                stream.lines.append(line)
-                stream.fields.update(what)
-            return what is not None
-        return False
+            return
+        captured = pattern.match(line) if pattern is not None else None
+        if captured is None:
+            return
+        number = captured.pop("@metadata.hvd.signal_number", None)
+        stream.fields.update(captured)
+        if action == "hydra_end" and str(number) in _SIGNALS:
+            stream.fields["event.reason"] = _SIGNALS[str(number)]
 
     @staticmethod
     def _append(stream: _Stream, line: str) -> None:
@@ -265,6 +224,7 @@ class NativeParser:
                 more = stream.lines[stream.message_from:] if kind in ("after_exception", "call_stack", "chain") else []
                 if more and "error.message" in fields:  # TF & co.: the message goes on after the line
                     fields["error.message"] = "\n".join([fields["error.message"], *more])
+            _GRAMMAR.classified(kind or "", fields)  # blocks.json `classify`: e.g. a scale-down's terminate
         doc = self._document(stream, fields, stream.started)
         stream.kind = None
         stream.stall = None
@@ -276,50 +236,40 @@ class NativeParser:
 
     # --- single lines and event starts -------------------------------------------------
     def _start(self, stream: _Stream, line: str) -> Document | None:
+        """A core line, the opening of a block (blocks.json ``opens``), or a line of its own."""
         if line.startswith("["):
             core = _CORE_REGEX.match(line)
             if core is not None:
                 return self._core(stream, core)
-        elif line.startswith("Traceback"):
-            if _TRACEBACK.match(line):
-                stream.kind, stream.lines, stream.started = "traceback", [line], stream.last_time
-                return None
-        elif line.startswith("terminate"):
-            terminate = _TERMINATE.match(line)
-            if terminate is not None:
-                stream.kind, stream.lines, stream.fields = "terminate", [line], terminate
-                stream.started = stream.last_time
-                return None
-        elif _LEGACY_STALL_MARK in line:
+        if not line.strip():
+            return None
+        opener = _GRAMMAR.opener(line)
+        if opener is None or not self._open(stream, opener, line):
+            return self._single(stream, line)
+        stream.kind, stream.started = opener.state, stream.last_time
+        if opener.state == "code":  # a frame's code line whose `File` line was cut off? The next line says.
+            self._held = stream
+        return None
+
+    def _open(self, stream: _Stream, opener: Opener, line: str) -> bool:
+        """Begin ``opener``'s block with ``line``; False when the line turns out not to open it."""
+        if opener.action == "legacy_stall":
             # <= v0.16's bare `WARNING: ` header, also with a leading space or glued to a
             # progress bar's last output (no newline before it); the line is kept whole.
             legacy = _LEGACY_WARNING.match(line[line.index(_LEGACY_STALL_MARK):])
             seconds = stall_header_seconds(legacy["message"]) if legacy else None
-            if seconds is not None:
-                stream.kind, stream.stall = "stall", StallBlock(line, seconds)
-                stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
-                stream.started = stream.last_time
-                return None
-        if not line.strip():
-            return None
-        if line.startswith("=   RANK "):
-            hydra = _HYDRA_RANK.match(line)
-            if hydra is not None:
-                stream.kind, stream.lines, stream.fields, stream.started = "hydra", [line], hydra, stream.last_time
-                return None
-        if _FRAME.match(line):  # a traceback whose header was lost (scrollback, interleaving)
-            stream.kind, stream.lines, stream.started = "traceback", [line], stream.last_time
-            return None
-        if _LONE_EXCEPTION.match(line):  # an exception line alone: its frames were lost
-            stream.kind, stream.lines, stream.started = "after_exception", [line], stream.last_time
+            if seconds is None:
+                return False
+            stream.stall = StallBlock(line, seconds)
+            stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
+            return True
+        stream.lines = [line]
+        if opener.action == "exception":  # an exception line alone: its frames were lost
             stream.fields = _EXCEPTION.match(line) or {"error.message": line}
             stream.message_from = 1
-            return None
-        if line[:1] in (" ", "\t"):  # a frame's code line whose `File` line was cut off? The next line says.
-            stream.kind, stream.lines, stream.started = "code", [line], stream.last_time
-            self._held = stream
-            return None
-        return self._single(stream, line)
+        elif opener.action == "capture":
+            stream.fields = opener.pattern.match(line) or {}  # type: ignore[union-attr]
+        return True
 
     def _single(self, stream: _Stream, line: str, time: str | None = None) -> Document:
         """A line that is a document of its own: a known message, or kept raw and tagged."""
@@ -374,4 +324,5 @@ class NativeParser:
         if time is not None:
             flat["@timestamp"] = time
         flat.pop("@metadata.hvd.launcher_time", None)
+        bound(flat)  # a document's texts have a byte cap (hvdlog/parse/assets/blocks.json)
         return nest(flat)

@@ -11,6 +11,11 @@
 #   @timestamp      when the event entered the dead-letter queue (the original time may
 #                   be the very thing that was rejected; it is in event.original)
 #
+# Bounds (script_params): event.original is cut to max_original_bytes (default 32 KiB) and
+# Elasticsearch's reason to max_reason_bytes (default 8 KiB), each marked `...(cut)`: the
+# reason appears twice (message and error.message), so a 5 MB reason would otherwise make
+# a 10 MB document, which Elasticsearch may refuse in its turn.
+#
 # The reason is what logstash-output-elasticsearch writes: "Could not index event to
 # Elasticsearch. status: 400, action: [...], response: {"create"=>{..."error"=>{"type"=>
 # "...", "reason"=>"..."}}}" (a Ruby Hash#inspect).
@@ -19,6 +24,14 @@ require "json"
 
 def register(params)
   @max_original = Integer(params.fetch("max_original_bytes", 32_768))
+  @max_reason = Integer(params.fetch("max_reason_bytes", 8_192))
+end
+
+# `text` whole when it fits in `limit` bytes, else its first `limit` bytes (never half a
+# UTF-8 character) and the cut mark.
+def cut(text, limit)
+  return text if text.bytesize <= limit
+  text.byteslice(0, limit).scrub("") + "...(cut)"
 end
 
 REASON_RE = /"error"\s*=>\s*\{\s*"type"\s*=>\s*"((?:[^"\\]|\\.)*)",\s*"reason"\s*=>\s*"((?:[^"\\]|\\.)*)"/
@@ -33,8 +46,9 @@ def filter(event)
   pipeline = event.get("[@metadata][hvd][pipeline]") || metadata["plugin_id"] || "a pipeline"
   reason = metadata["reason"].to_s
   type, detail = (m = REASON_RE.match(reason)) ? [unescape(m[1]), unescape(m[2])] : [nil, reason]
-  text = JSON.generate(original)
-  text = text.byteslice(0, @max_original) + "...(cut)" if text.bytesize > @max_original
+  type = cut(type, 256) if type
+  detail = cut(detail, @max_reason)
+  text = cut(JSON.generate(original), @max_original)
   identity = {
     "job" => (original["job"] if original["job"].is_a?(String)),
     "rank" => (original["rank"] if original["rank"].is_a?(Integer)),

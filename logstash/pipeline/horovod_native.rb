@@ -24,8 +24,15 @@ REFERENCE = /%\{(\w+)(?::([^:}]+))?(?::(int|float))?\}/
 LEGACY_STALL_MARK = "WARNING: One or more tensors"
 LEVELS = { "T" => "trace", "D" => "debug", "I" => "info", "W" => "warning", "E" => "error", "F" => "critical" }.freeze
 
+TRUNCATED_TAG = "_hvdlog_truncated"
+
 def register(params)
   @definitions = load_definitions(params.fetch("patterns_file"))
+  # The declared multi-line grammar and the bounds (hvdlog/parse/assets/blocks.json).
+  blocks = JSON.parse(File.read(params.fetch("blocks_file"), encoding: "UTF-8"))
+  @max_document_bytes = Integer(blocks.fetch("limits").fetch("max_document_bytes"))
+  @max_pieces = Integer(blocks.fetch("limits").fetch("max_pieces"))
+  load_grammar(blocks)
   @stall_header = compile("HOROVOD_STALL_HEADER")
   @legacy = compile("HOROVOD_STALL_LEGACY_LINE")
   @ranks_title = compile("HOROVOD_STALL_RANKS_TITLE")
@@ -70,62 +77,148 @@ def filter(event)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
   first_state = nil
   if event.get("[@metadata][hvd][level]")
-    first_state = captures(@stall_header, event.get("message").to_s) ? :stall : :single
+    first_state = captures(@stall_header, event.get("message").to_s) ? :stall : :core
   end
   pieces = segments(lines, first_state)
-  return process(event, pieces.first || lines) if pieces.length <= 1
-  # Filebeat joined lines that hvdlog parse reads as several documents (a headless traceback
-  # after a print, a stall header after a space, lines after a plain core line): one event each.
-  pieces.each_with_index.flat_map do |piece_lines, index|
-    next process(event, piece_lines) if index.zero? && first_state
-    piece = event.clone
-    PER_EVENT_FIELDS.each { |field| piece.remove(field) }
+  return bound(process(event, pieces.first || lines)) if pieces.length <= 1
+  split(event, pieces, first_state)
+end
+
+# Filebeat joined lines that hvdlog parse reads as several documents (a headless traceback
+# after a print, a stall header after a space, lines after a plain core line): one event each.
+# Memory stays linear in the block: the block and the whole message leave the event BEFORE
+# it is cloned (LogStash::Event#clone deep-copies every field, @metadata too), so each clone
+# is the lean event plus its own piece. At most max_pieces events leave; the rest are
+# summarised in the last one, counted (docs/reliability.md).
+def split(event, pieces, first_state)
+  event.remove("[@metadata][hvd][block]")
+  message = first_state ? event.get("message") : nil
+  event.remove("message")
+  template = event.clone
+  PER_EVENT_FIELDS.each { |field| template.remove(field) }
+  event.set("message", message) if first_state
+  kept = pieces.length > @max_pieces ? pieces.first(@max_pieces - 1) : pieces
+  results = kept.each_with_index.flat_map do |piece_lines, index|
+    next bound(process(event, piece_lines)) if index.zero? && first_state
+    piece = template.clone
     piece.set("[message]", piece_lines.join("\n"))
-    process(piece, piece_lines)
+    bound(process(piece, piece_lines))
   end
+  results.concat(summary(template.clone, pieces.drop(@max_pieces - 1))) if pieces.length > @max_pieces
+  results
+end
+
+# One event standing for the pieces past the cap: their lines up to the byte cap, and how
+# many documents, lines and bytes it stands for.
+def summary(event, rest)
+  lines = rest.flatten
+  event.set("[message]", lines.join("\n"))
+  event.set("[event][dataset]", "horovod.launcher")
+  event.set("[log][level]", "warning")
+  event.set("[hvdlog][truncated][documents]", rest.length)
+  event.tag(TRUNCATED_TAG)
+  bound([event])
+  [event]
+end
+
+# Each event's message (and error.stack_trace, error.message) cut to max_document_bytes at
+# a line end, as hvdlog/parse/blocks.py cuts hvdlog parse's: the cut lines are counted.
+def bound(events)
+  events.each do |event|
+    cut = nil
+    %w[[message] [error][stack_trace] [error][message]].each do |field|
+      text = event.get(field)
+      next unless text.is_a?(String) && text.bytesize > @max_document_bytes
+      kept, lines, bytes = cut_text(text, @max_document_bytes)
+      event.set(field, kept)
+      cut ||= [lines, bytes] if field == "[message]"
+    end
+    next unless cut
+    event.set("[hvdlog][truncated][lines]", cut[0])
+    event.set("[hvdlog][truncated][bytes]", cut[1])
+    event.tag(TRUNCATED_TAG)
+  end
+end
+
+# [the first whole lines of `text` within `limit` bytes (or its first `limit` bytes when
+# its first line is longer) + the cut mark, lines not kept whole, bytes cut]
+def cut_text(text, limit)
+  head = text.byteslice(0, limit + 1).scrub("")
+  stop = head.rindex("\n")
+  kept = stop && stop.positive? ? head[0, stop] : text.byteslice(0, limit).scrub("")
+  rest = text.byteslice(kept.bytesize, text.bytesize - kept.bytesize)
+  lines = rest.count("\n") + (rest.start_with?("\n") ? 0 : 1)
+  ["#{kept}\n... [hvdlog: #{lines} lines (#{rest.bytesize} bytes) cut]", lines, rest.bytesize]
 end
 
 # --- where hvdlog parse (hvdlog/parse/native.py) starts a new document ------------------
 
 # Fields of the first line's grok that a later document of the same block must not inherit.
 PER_EVENT_FIELDS = %w[[@metadata][hvd][level] [@metadata][hvd][time] [log][origin]].freeze
-# States in which blank lines may be inside the document (a traceback's).
-HOLDS_BLANKS = %i[traceback exception call_stack chain].freeze
 
-# What a line opens when it starts a document.
-def opening(line)
-  mark = line.index(LEGACY_STALL_MARK)
-  legacy = mark && captures(@legacy, line[mark..])
-  return :stall if legacy && captures(@stall_header, legacy["message"])
-  return :traceback if match(@traceback, line) || match(@frame, line)
-  return :exception if match(@lone_exception, line)
-  return :terminate if match(@terminate, line)
-  return :hydra if match(@hydra_rank, line)
-  :single
-end
+# --- the declared grammar (hvdlog/parse/assets/blocks.json), read like hvdlog/parse/blocks.py
 
-def stall_line?(line)
-  match(@ranks_title, line) || match(@rank, line) || match(@shutdown, line) || match(@ops_title, line) ||
-    match(@ops_line, line.lstrip)
-end
+Rule = Struct.new(:name, :tests, :then_state, :pattern)
+Opener = Struct.new(:name, :pattern, :prefix, :contains, :tests, :state)
 
-# [whether `line` continues a document in `state`, the state after it]
-def continues(state, line, previous, blank_before)
-  case state
-  when :stall then [stall_line?(line), :stall]
-  when :terminate then [match(@what, line), :terminate]
-  when :hydra then [match(@hydra_end, line), :single]
-  when :traceback then [true, line.start_with?(" ", "\t") ? :traceback : :exception]
-  when :chain then [match(@traceback, line), :traceback]
-  when :exception, :call_stack
-    return [true, :chain] if match(@chain, line)
-    return [true, :call_stack] if state == :call_stack && !blank_before && line.match?(/\A[A-Za-z_]\w*\z/)
-    if line.start_with?(" ", "\t") || match(@exception_more, line) || (previous.start_with?("Node: ") && !blank_before)
-      return [true, line.start_with?("Function call stack:") ? :call_stack : :exception]
+def condition(spec)
+  case spec
+  when "indented" then ->(line, _previous, _blank) { line.start_with?(" ", "\t") }
+  when "blank" then ->(line, _previous, _blank) { line.strip.empty? }
+  when "no_blank_before" then ->(_line, _previous, blank) { !blank }
+  else
+    if spec.key?("previous")
+      before = compile(spec["previous"])
+      ->(_line, previous, _blank) { match(before, previous) }
+    elsif spec["lstrip"]
+      pattern = compile(spec.fetch("match"))
+      ->(line, _previous, _blank) { match(pattern, line.sub(/\A +/, "")) }
+    else
+      pattern = compile(spec.fetch("match"))
+      ->(line, _previous, _blank) { match(pattern, line) }
     end
-    [false, nil]
-  else [false, nil]
   end
+end
+
+def load_grammar(blocks)
+  @states = blocks.fetch("states").transform_values do |rows|
+    rows.map do |row|
+      named = row["when"].find { |spec| spec.is_a?(Hash) && spec.key?("match") }
+      Rule.new(row["name"], row["when"].map { |spec| condition(spec) }, row["then"].to_sym, named && compile(named["match"])).freeze
+    end.freeze
+  end.transform_keys(&:to_sym).freeze
+  @opens = blocks.fetch("opens").map do |row|
+    Opener.new(row["name"], row["pattern"] && compile(row["pattern"]), row.fetch("prefix", ""), row["contains"],
+               row.fetch("when", []).map { |spec| condition(spec) }, row["state"].to_sym).freeze
+  end.freeze
+  @classify = blocks.fetch("classify").to_h do |state, rows|
+    [state.to_sym, rows.map { |row| [compile(row.fetch("pattern")), row.fetch("fields")].freeze }.freeze]
+  end.freeze
+end
+
+# The rule of `state` that `line` satisfies (nil: the document ends before it).
+def step(state, line, previous, blank_before)
+  (@states[state] || []).find { |rule| rule.tests.all? { |test| test.call(line, previous, blank_before) } }
+end
+
+# The first opener of blocks.json `opens` that `line` satisfies, or nil.
+def opener_of(line)
+  @opens.find do |opener|
+    next false unless line.start_with?(opener.prefix)
+    next false if opener.contains && !line.include?(opener.contains)
+    next false if opener.pattern && !match(opener.pattern, opener.contains ? line[line.index(opener.contains)..] : line)
+    opener.tests.all? { |test| test.call(line, "", false) }
+  end
+end
+
+# The state a line opens (nil: a document of its own).
+def opening(line)
+  found = opener_of(line)
+  return nil unless found
+  return found.state unless found.contains
+  # <= v0.16's bare `WARNING: ` header, also after a space or glued to progress output
+  legacy = captures(found.pattern, line[line.index(found.contains)..])
+  legacy && captures(@stall_header, legacy["message"]) ? found.state : nil
 end
 
 # The block's lines cut into the documents hvdlog parse makes of them; blank lines between
@@ -142,55 +235,56 @@ def segments(lines, first_state)
       state = first_state
       next
     end
-    if line.strip.empty?
-      if current && HOLDS_BLANKS.include?(state)
-        blanks << line
-      else
-        current = nil
-      end
+    rule = current && state && step(state, line, current.last, !blanks.empty?)
+    if rule && rule.then_state == :hold
+      blanks << line
+      next
+    elsif rule
+      current.concat(blanks) << line
+      state = rule.then_state
+      blanks = []
       next
     end
-    if current
-      ok, following = continues(state, line, current.last, !blanks.empty?)
-      if ok
-        current.concat(blanks) << line
-        state = following
-        blanks = []
-        next
-      end
-    end
     blanks = []
+    if line.strip.empty?
+      current = nil
+      next
+    end
     current = [line]
     result << current
     state = opening(line)
-    # a frame's code line whose `File` line was cut off (rotation, scrollback): a traceback if a frame follows
-    state = :traceback if state == :single && line.start_with?(" ", "\t") && lines[index + 1] && match(@frame, lines[index + 1])
   end
   result
 end
 
 def process(event, lines)
   letter = event.get("[@metadata][hvd][level]")
-  if letter
-    event.set("[log][level]", LEVELS.fetch(letter))
-    event.set("[event][dataset]", "horovod.core")
-    message = event.get("message").to_s
-    if %w[T D].include?(letter)
-      return chatter(event, message)
-    end
-    seconds = captures(@stall_header, message)
-    if seconds
-      stall(event, [message] + lines[1..], seconds["[horovod][stall][seconds]"], event.get("[size]"))
-    elsif match(@ops_line, message)
-      op_fields(message, event.get("[size]")).each { |field, value| event.set(field, value) }
-      mark_stall(event, false)
-    elsif lines[1..].any? { |line| !line.strip.empty? }
-      # Filebeat joined lines to this one (indented, `Error:`-like): grok kept only the
-      # first line's text in message; keep the rest too, nothing is dropped.
-      event.set("[message]", ([message] + lines[1..]).join("\n"))
-    end
-    return [event]
+  letter ? core_event(event, lines, letter) : launcher_event(event, lines)
+end
+
+# A document whose first line is a Horovod core line (grok set its level letter).
+def core_event(event, lines, letter)
+  event.set("[log][level]", LEVELS.fetch(letter))
+  event.set("[event][dataset]", "horovod.core")
+  message = event.get("message").to_s
+  return chatter(event, message) if %w[T D].include?(letter)
+  seconds = captures(@stall_header, message)
+  if seconds
+    stall(event, [message] + lines[1..], seconds["[horovod][stall][seconds]"], event.get("[size]"))
+  elsif match(@ops_line, message)
+    op_fields(message, event.get("[size]")).each { |field, value| event.set(field, value) }
+    mark_stall(event, false)
+  elsif lines[1..].any? { |line| !line.strip.empty? }
+    # Filebeat joined lines to this one (indented, `Error:`-like): grok kept only the
+    # first line's text in message; keep the rest too, nothing is dropped.
+    event.set("[message]", ([message] + lines[1..]).join("\n"))
   end
+  [event]
+end
+
+# Any other document: a stall of the oldest format, a traceback, Hydra's box, terminate, a
+# message-table line, or a line kept raw and tagged.
+def launcher_event(event, lines)
   event.set("[event][dataset]", "horovod.launcher")
   event.set("[log][level]", "info")
   first = lines.first.to_s
@@ -224,6 +318,7 @@ def process(event, lines)
     what = lines[1..].map { |line| captures(@what, line) }.compact.first
     event.set("[error][message]", what["[error][message]"]) if what
     event.set("[log][level]", "critical")
+    classify(event, :terminate)
   elsif (known = recognise(first))
     known.each { |field, value| event.set(field, value) }
     event.set("[message]", lines.join("\n"))
@@ -236,6 +331,21 @@ def process(event, lines)
 end
 
 # --- the kinds of events ---------------------------------------------------------------
+
+# blocks.json `classify`: the first row whose pattern the finished block's error.message matches
+# adds its captures and fields (a scale-down's terminate is an expected exit).
+def classify(event, state)
+  message = event.get("[error][message]")
+  return unless message.is_a?(String)
+  (@classify[state] || []).each do |pattern, fields|
+    found = captures(pattern, message)
+    next unless found
+    found.each { |field, value| event.set(field, value) unless field.start_with?("[@metadata]") }
+    fields.each { |name, value| event.set(reference(name), value) }
+    return
+  end
+end
+
 
 def chatter(event, message)
   return [event] if @chatter_every.nil? || !match(@chatter, message)

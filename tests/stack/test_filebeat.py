@@ -27,6 +27,9 @@ import yaml
 from support.filebeat_emulation import dissect, expand, join_lines, multiline_parsers
 
 from hvdlog import layout
+from hvdlog.elastic.generate import render_filebeat
+from hvdlog.parse.blocks import filebeat_patterns, segments
+from hvdlog.parse.patterns import compile_pattern
 
 REPO = Path(__file__).resolve().parents[2]
 FILEBEAT_YML = REPO / "shipper" / "filebeat.yml"
@@ -36,15 +39,14 @@ CONFIG: dict[str, Any] = yaml.safe_load(FILEBEAT_YML.read_text())
 INPUTS: dict[str, dict[str, Any]] = {i["id"]: i for i in CONFIG["filebeat.inputs"]}
 NATIVE_PARSERS = multiline_parsers(INPUTS["hvdlog-native"])
 
-# --- an independent reading of the native streams: launcher prefix, then a grammar ------
+# --- the native streams read with the declared grammar (hvdlog/parse/assets/blocks.json) ------
 _ARRIVAL = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "  # hvdlog's tee (GUIDE, HVDLOG_ARRIVAL_TIME)
 _PREFIX = re.compile(f"^(?:{_ARRIVAL})?" r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?(?:\[\d+(?:,\d+)?\]<std(?:out|err)>:|\[\d+\] )?")
-_HOROVOD_HEADER = re.compile(r"^\[(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.[ \d]{6}: )?[TDIWEF] [^\]\s]+:\d+\] ")
-_RANK_ITEM = re.compile(r"^\d+!?: \[.*\]$")
-_OP_ITEM = re.compile(r"^\S+ \[(?:missing|ready) ranks: [\d, ]*\]?$")
-_SHUTDOWN = re.compile(r'^One or more rank \(marked by "!"\) is stalled for longer than \d+ seconds\. Will shutdown\.$')
-_TRACEBACK = "Traceback (most recent call last):"
-_CHAINED = ("During handling of the above exception, another exception occurred:", "The above exception was the direct cause of the following exception:")
+_HOROVOD_HEADER = compile_pattern("HOROVOD_CORE_LINE").regex
+_TRACEBACK = compile_pattern("HOROVOD_TRACEBACK_START").regex
+_CHAINED = compile_pattern("HOROVOD_TRACEBACK_CHAIN").regex
+#: the grammar's openers whose blocks Filebeat must ship whole, as the kind this test counts
+_KINDS = {"stall_header": "stall", "legacy_stall": "stall", "traceback_start": "traceback"}
 
 
 def _split(line: str) -> tuple[str, str]:
@@ -53,54 +55,11 @@ def _split(line: str) -> tuple[str, str]:
     return (prefix.group(0), line[prefix.end():]) if prefix else ("", line)
 
 
-def _stall_block(bodies: list[str], start: int) -> int:
-    """Index of the last line of the stall block starting at ``start`` (grammar of reference §3)."""
-    end = start
-    i = start + 1
-    if i < len(bodies) and bodies[i] in ("Missing ranks:", "Stalled ranks:"):
-        end = i
-        i += 1
-        while i < len(bodies) and _RANK_ITEM.match(bodies[i]):
-            end, i = i, i + 1
-    elif i < len(bodies) and bodies[i].startswith("Stalled ops:"):
-        end = i
-        i += 1
-        while i < len(bodies) and _OP_ITEM.match(bodies[i]):
-            end, i = i, i + 1
-    if i < len(bodies) and _SHUTDOWN.match(bodies[i]):
-        end = i
-    return end
-
-
-def _traceback_block(bodies: list[str], start: int) -> int:
-    """Index of the last line of a (possibly chained) Python traceback starting at ``start``."""
-    i = start + 1
-    while i < len(bodies) and (bodies[i].startswith((" ", "\t"))):
-        i += 1
-    end = i if i < len(bodies) and bodies[i] else i - 1  # the `SomeError: message` line
-    chain = bodies[end + 1 : end + 5]
-    if len(chain) == 4 and chain[0] == "" and chain[1] in _CHAINED and chain[2] == "" and chain[3] == _TRACEBACK:
-        return _traceback_block(bodies, end + 4)
-    return end
-
-
 def blocks(lines: list[str]) -> list[tuple[str, int, int]]:
-    """(kind, first, last) of every stall block and traceback in one rank's stream."""
+    """(kind, first, last) of every stall block and traceback in one rank's stream, as the
+    grammar reads them up to the first rule Filebeat cannot follow (``filebeat: false``)."""
     bodies = [_split(line)[1] for line in lines]
-    found = []
-    i = 0
-    while i < len(bodies):
-        body = bodies[i]
-        if "One or more tensors were submitted" in body:
-            end = _stall_block(bodies, i)
-            found.append(("stall", i, end))
-        elif body == _TRACEBACK:
-            end = _traceback_block(bodies, i)
-            found.append(("traceback", i, end))
-        else:
-            end = i
-        i = end + 1
-    return found
+    return [(_KINDS[name], first, last) for name, first, last in segments(bodies, filebeat_only=True) if name in _KINDS]
 
 
 def streams(path: Path) -> dict[str, list[str]]:
@@ -196,6 +155,20 @@ class TestConfig:
             hours = {k: int(str(config[k]).rstrip("h")) for k in ("ignore_older", "clean_inactive")}
             assert hours["clean_inactive"] > hours["ignore_older"]
 
+    def test_multiline_patterns_are_generated_from_the_grammar(self) -> None:
+        """The two multiline patterns are hvdlog/parse/assets/blocks.json's (python -m
+        hvdlog.elastic.generate writes them), the file is otherwise untouched, and every rule
+        Filebeat can follow has a piece of the `after` pattern or the `before` one."""
+        text = FILEBEAT_YML.read_text()
+        assert render_filebeat(text) == text, "shipper/filebeat.yml is stale: run python -m hvdlog.elastic.generate"
+        assert [parser.pattern.pattern for parser in NATIVE_PARSERS] == list(filebeat_patterns())
+        from hvdlog.parse.blocks import load_blocks
+
+        data = load_blocks()
+        served = {name for row in data["filebeat"]["after"]["continues"] for name in row["for"]} | set(data["filebeat"]["before"]["for"])
+        followed = {row["name"] for rows in data["states"].values() for row in rows if row.get("filebeat", True)}
+        assert followed <= served, f"rules with no Filebeat pattern: {sorted(followed - served)}"
+
     def test_patterns_in_re2_and_python(self) -> None:
         """Go's regexp and Python's re give the same answer for every corpus line and for the
         joined events the second parser sees."""
@@ -268,7 +241,7 @@ class TestMultiline:
                         f"{path.name} {tag}: the {kind} at lines {first}-{last} is split:\n" + "\n".join(lines[first : last + 1])
                     )
                     counts[kind] += 1
-                    counts["chained"] += kind == "traceback" and any(_split(line)[1] in _CHAINED for line in lines[first:last])
+                    counts["chained"] += kind == "traceback" and any(_CHAINED.match(_split(line)[1]) for line in lines[first:last])
         assert counts["stall"] >= 10 and counts["traceback"] >= 5 and counts["chained"] >= 1, counts
 
     def test_no_overjoining(self) -> None:
@@ -280,7 +253,7 @@ class TestMultiline:
                 chained = {first for kind, first, _ in blocks(lines) if kind == "traceback"}
                 for index, line in enumerate(lines):
                     body = _split(line)[1]
-                    if _HOROVOD_HEADER.match(body) or (body == _TRACEBACK and (index in chained or index == 0)):
+                    if _HOROVOD_HEADER.match(body) or (_TRACEBACK.match(body) and (index in chained or index == 0)):
                         assert index in starts, f"{path.name}: line {index} was glued to the event before it:\n{line}"
                         checked += 1
         assert checked >= 100, checked
@@ -352,7 +325,8 @@ class TestRealFilebeat:
                 assert event["horovod"]["launcher"]["stream"] == truth.kind and event["tags"] == ["hvdlog_native"]
         tracebacks = [e for e in events if _split(e["message"])[1].startswith("Traceback")]  # after the tee's arrival time
         assert any("injected fault on rank 1" in e["message"] for e in tracebacks)
-        assert any("During handling of the above exception" in e["message"] and e["message"].count(_TRACEBACK) == 2 for e in tracebacks)
+        assert any("During handling of the above exception" in e["message"] and e["message"].count("Traceback (most recent call last):") == 2
+                   for e in tracebacks)
         assert sum("Missing ranks:" in e["message"] for e in events) >= 3
 
 

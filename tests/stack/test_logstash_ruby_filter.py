@@ -34,6 +34,7 @@ from support.native_events import events_of, streams_of
 from hvdlog.documents import flatten
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse import parse_lines
+from hvdlog.parse.blocks import BLOCKS_FILE, MAX_DOCUMENT_BYTES, MAX_PIECES
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.launcher import path_fields
 from hvdlog.parse.messages import MESSAGES_FILE
@@ -71,19 +72,29 @@ def fixture_jruby() -> str:
     return installed("HVDLOG_JRUBY", "jruby-complete.jar", "install-jruby.sh")
 
 
-def run_filter(jruby: str, events: list[dict[str, Any]], *, chatter: str = "keep", workers: int = 1) -> list[list[dict[str, Any]]]:
-    """Each event through the ruby filter; the events that leave it, per input."""
-    params = json.dumps({"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE), "chatter": chatter})
+def _run_ruby(jruby: str, script: Path, params: dict[str, Any], events: list[dict[str, Any]], *, workers: int = 1,
+              heap: str | None = None) -> tuple[list[list[dict[str, Any]]], int]:
+    """Each event through a ruby filter script (``heap``: the JVM's -Xmx, as Logstash's
+    jvm.options sets it); the events that leave it, per input, and the run's peak heap bytes."""
     result = subprocess.run(
-        [jdk_tool("java"), "-jar", jruby, "--dev", str(RUNNER), str(SCRIPT), params, "--workers", str(workers)],
+        [jdk_tool("java"), *([f"-Xmx{heap}"] if heap else []), "-jar", jruby, "--dev", str(RUNNER), str(script), json.dumps(params),
+         "--workers", str(workers)],
         input="".join(json.dumps(event) + "\n" for event in events),
-        capture_output=True, text=True, check=False, timeout=600,
+        capture_output=True, text=True, check=False, timeout=900,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stderr[-3000:]
     assert "ruby filter exception" not in result.stderr, result.stderr[:3000]
     outputs = [json.loads(line)["events"] for line in result.stdout.splitlines()]
     assert len(outputs) == len(events)
-    return outputs
+    peak = re.search(r"peak heap bytes: (\d+)", result.stderr)
+    assert peak, result.stderr[-1000:]
+    return outputs, int(peak[1])
+
+
+def run_filter(jruby: str, events: list[dict[str, Any]], *, chatter: str = "keep", workers: int = 1) -> list[list[dict[str, Any]]]:
+    """Each event through the native ruby filter; the events that leave it, per input."""
+    params = {"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE), "blocks_file": str(BLOCKS_FILE), "chatter": chatter}
+    return _run_ruby(jruby, SCRIPT, params, events, workers=workers)[0]
 
 
 def _grok_into(event: dict[str, Any], captures: dict[str, Any], overwrite: tuple[str, ...]) -> None:
@@ -275,3 +286,95 @@ class TestFilterContract:
         """Unrecognised lines are kept with the parse-failure tag, as hvdlog parse does."""
         tagged = sum(PARSE_FAILURE_TAG in (event.get("tags") or []) for _, events in through_filter for event in events or [])
         assert tagged >= 10
+
+
+TRANSITIONS = ROOT / "tests" / "parse" / "blocks-transitions.json"
+
+
+class TestGrammar:
+    def test_transitions_golden(self, jruby: str) -> None:
+        """The ruby filter reads blocks.json as hvdlog parse does: every case of the transitions
+        golden (tests/parse/test_blocks.py runs it in Python) gives the same rule and state, so a
+        disagreement names the rule."""
+        params = {"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE), "blocks_file": str(BLOCKS_FILE)}
+        result = subprocess.run(
+            [jdk_tool("java"), "-jar", jruby, "--dev", str(ROOT / "tests" / "support" / "ruby" / "run_transitions.rb"), str(SCRIPT), json.dumps(params)],
+            stdin=TRANSITIONS.open(), capture_output=True, text=True, check=False, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        cases = json.loads(TRANSITIONS.read_text())["cases"]
+        answers = [json.loads(line) for line in result.stdout.splitlines()]
+        assert len(answers) == len(cases)
+        wrong = [(case, answer) for case, answer in zip(cases, answers, strict=True) if answer != case["expect"]]
+        assert not wrong, "\n".join(f"{case.get('state', 'open')} {case.get('line', case.get('open'))!r}: Ruby {answer}, golden {case['expect']}"
+                                     for case, answer in wrong)
+
+
+WARNING = "UserWarning: torch.distributed.reduce_op is deprecated, please use torch.distributed.ReduceOp instead (warning call {:06d})"
+DEAD_LETTER = ROOT / "logstash" / "pipeline" / "dead_letter.rb"
+
+
+class TestBounds:
+    """One huge Filebeat event costs memory linear in its size and leaves at most
+    MAX_PIECES events, each at most MAX_DOCUMENT_BYTES of text (hvdlog/parse/assets/blocks.json)."""
+
+    @pytest.mark.parametrize("count", [4_000, 50_000])
+    def test_warning_flood_in_a_1g_heap(self, jruby: str, count: int) -> None:
+        """Consecutive `...Warning:` lines, which Filebeat's multiline joins into one event
+        (the 4,000-line one is ~480 KB), go through the filter in Logstash's default 1 GB heap
+        with the runner's Event that deep-copies on clone as Logstash's does (it ran out of
+        memory: every piece cloned the whole block), and give hvdlog parse's documents; past
+        the piece cap, one summary counts the rest."""
+        path = "/logs/flood/node1/rank-0.stderr.log"
+        lines = [WARNING.format(number) for number in range(count)]
+        text = "\n".join(lines)
+        assert count != 4_000 or 470_000 < len(text) < 500_000
+        event = nest({"message": text, "log.file.path": path, **path_fields(path), "@metadata.hvd.block": text})
+        [out], peak = _run_ruby(jruby, SCRIPT, {"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE),
+                                                "blocks_file": str(BLOCKS_FILE)}, [event], heap="1g")
+        print(f"{count} lines ({len(text)} bytes): {len(out)} events, peak heap {peak / 2**20:.0f} MiB")
+        assert peak < 900 * 2**20
+        theirs = [_comparable(doc) for doc in parse_lines(lines, path=path)]
+        ours = [_comparable(doc) for doc in out]
+        kept = min(len(theirs), MAX_PIECES - 1)
+        assert ours[:kept] == theirs[:kept]
+        if len(theirs) <= MAX_PIECES:
+            assert len(ours) == len(theirs)
+            return
+        assert len(ours) == MAX_PIECES
+        summary = ours[-1]
+        assert summary["hvdlog.truncated.documents"] == len(theirs) - kept
+        assert "_hvdlog_truncated" in summary["tags"] and summary["log.level"] == "warning"
+        assert summary["message"].startswith(theirs[kept]["message"] + "\n")
+        assert len(summary["message"].encode()) <= MAX_DOCUMENT_BYTES + 100
+        assert summary["message"].endswith(f"[hvdlog: {summary['hvdlog.truncated.lines']} lines ({summary['hvdlog.truncated.bytes']} bytes) cut]")
+
+    def test_a_document_over_the_byte_cap_is_cut_alike(self, jruby: str) -> None:
+        """A 30,000-line traceback (~1.7 MB) is one document in both paths, cut at a line end to
+        the byte cap, its cut lines and bytes counted: the same document from Logstash and hvdlog parse."""
+        path = "/logs/deep/node1/rank-1.stderr.log"
+        frames = [f'  File "/work/train/model_{number}.py", line {number}, in forward_{number}' for number in range(30_000)]
+        lines = ["Traceback (most recent call last):", *frames, "RecursionError: maximum recursion depth exceeded"]
+        text = "\n".join(lines)
+        event = nest({"message": text, "log.file.path": path, **path_fields(path), "@metadata.hvd.block": text})
+        [[ours]] = run_filter(jruby, [event])
+        [theirs] = list(parse_lines(lines, path=path))
+        assert _comparable(ours) == _comparable(theirs)
+        assert theirs["hvdlog"]["truncated"]["lines"] > 10_000 and "_hvdlog_truncated" in theirs["tags"]
+        assert len(theirs["message"].encode()) <= MAX_DOCUMENT_BYTES + 100
+        assert theirs["error"]["type"] == "RecursionError"
+        kept_lines = theirs["message"].count("\n")  # the kept lines, then the mark
+        assert kept_lines + theirs["hvdlog"]["truncated"]["lines"] == len(lines)
+
+    def test_dead_letter_reason_is_cut(self, jruby: str) -> None:
+        """A 5 MB rejection reason gives a document of tens of KB, not 10 MB (the reason is in
+        message and error.message): both cut to max_reason_bytes and marked."""
+        reason = "x" * 5_000_000
+        text = ('Could not index event to Elasticsearch. status: 400, action: ["create", {}], response: {"create"=>{"status"=>400, '
+                f'"error"=>{{"type"=>"document_parsing_exception", "reason"=>"{reason}"}}}}}}')
+        event = {"message": "hello", "rank": 3, "@metadata": {"dead_letter_queue": {"reason": text, "plugin_id": "app_to_elasticsearch"}}}
+        [[out]], _ = _run_ruby(jruby, DEAD_LETTER, {"max_original_bytes": 32768, "max_reason_bytes": 8192}, [event])
+        assert len(json.dumps(out)) < 64_000
+        assert out["error"]["type"] == "document_parsing_exception"
+        assert out["error"]["message"] == "x" * 8192 + "...(cut)"
+        assert out["message"].endswith("x" * 100 + "...(cut)") and out["rank"] == 3

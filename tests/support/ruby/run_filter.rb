@@ -16,6 +16,9 @@
 #
 # Usage: jruby run_filter.rb SCRIPT PARAMS_JSON [--workers N] < events.ndjson > results.ndjson
 # Each output line: {"events": [<event hash>, ...]} for the input line at the same position.
+# At the end, one line on stderr: `peak heap bytes: N` (the JVM's heap pools' peak use, read
+# from java.lang.management after the run), so a test can bound the memory a script needs;
+# run the JVM with -Xmx to bound it for real, as Logstash's jvm.options does (1 GB by default).
 
 require "json"
 
@@ -127,3 +130,11 @@ threads = Array.new(workers) do
 end
 threads.each(&:join)
 outputs.each { |events| puts JSON.generate({ "events" => events }) }
+
+# The heap's high-water mark of the whole run (each heap pool's peak, summed: an upper bound).
+def peak_heap_bytes
+  java.lang.management.ManagementFactory.getMemoryPoolMXBeans.select { |pool| pool.getType == java.lang.management.MemoryType::HEAP }
+      .sum { |pool| pool.getPeakUsage.getUsed }
+end
+$stdout.flush
+warn "peak heap bytes: #{peak_heap_bytes}" if RUBY_ENGINE == "jruby"

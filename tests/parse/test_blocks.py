@@ -1,0 +1,79 @@
+"""The declared multi-line grammar (hvdlog/parse/assets/blocks.json) as hvdlog parse reads it:
+the transitions golden (the Ruby filter runs the same file, tests/stack/test_logstash_ruby_filter.py),
+and the byte cap both paths apply to a document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hvdlog.parse import parse_lines
+from hvdlog.parse.blocks import MAX_DOCUMENT_BYTES, cut_text, grammar, load_blocks, segments
+
+TRANSITIONS = Path(__file__).resolve().parent / "blocks-transitions.json"
+CASES: list[dict[str, Any]] = json.loads(TRANSITIONS.read_text())["cases"]
+
+
+def python_answer(case: dict[str, Any]) -> dict[str, str | None]:
+    """What hvdlog parse's grammar says for one golden case."""
+    rules = grammar()
+    if "open" in case:
+        opener = rules.opener(case["open"])
+        return {"rule": opener and opener.name, "then": opener and opener.state}
+    rule = rules.step(case["state"], case["line"], case.get("previous", ""), case.get("blank_before", False))
+    return {"rule": rule and rule.name, "then": rule and rule.then}
+
+
+class TestTransitions:
+    @pytest.mark.parametrize("case", CASES, ids=[f"{c.get('state', 'open')}:{c.get('line', c.get('open', ''))[:40]}" for c in CASES])
+    def test_golden(self, case: dict[str, Any]) -> None:
+        """Each case gives the rule and state written in the golden."""
+        assert python_answer(case) == case["expect"]
+
+    def test_every_rule_and_opener_has_a_case(self) -> None:
+        """A rule without a case could change unseen: every one of blocks.json is named by the golden."""
+        data = load_blocks()
+        declared = {row["name"] for rows in data["states"].values() for row in rows} | {row["name"] for row in data["opens"]}
+        named = {case["expect"]["rule"] for case in CASES} - {None}
+        assert declared - named == set()
+
+
+class TestSegments:
+    def test_a_chained_traceback_is_one_block(self) -> None:
+        """Header, frames, exception, chain notice, second traceback: one block; blank lines between documents skipped."""
+        lines = ["epoch 1", "Traceback (most recent call last):", '  File "a.py", line 1, in f', "    f()", "KeyError: 'x'", "",
+                 "During handling of the above exception, another exception occurred:", "", "Traceback (most recent call last):",
+                 '  File "a.py", line 3, in g', "ValueError: y", "", "epoch 2"]
+        assert list(segments(lines)) == [(None, 0, 0), ("traceback_start", 1, 10), (None, 12, 12)]
+
+    def test_filebeat_only_stops_at_what_filebeat_cannot_join(self) -> None:
+        """The cause line after TF's `Node: '...'` continues the block for hvdlog parse only."""
+        lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in f', "tensorflow.errors.InternalError: failed",
+                 "Node: 'DistributedAdam_Allreduce'", "Horovod allreduce failed on rank 1"]
+        assert list(segments(lines)) == [("traceback_start", 0, 4)]
+        assert list(segments(lines, filebeat_only=True)) == [("traceback_start", 0, 3), (None, 4, 4)]
+
+
+class TestByteCap:
+    def test_cut_at_a_line_end_and_counted(self) -> None:
+        """The first whole lines within the cap, then the mark; the lines and bytes not kept are counted."""
+        text = "\n".join(["x" * 9] * 10)  # 10 lines of 10 bytes with their newline (the last has none)
+        kept, lines, cut = cut_text(text, 35)
+        assert kept == "\n".join(["x" * 9] * 3) + "\n... [hvdlog: 7 lines (70 bytes) cut]"
+        assert (lines, cut) == (7, 70)
+
+    def test_a_first_line_over_the_cap_is_cut_inside(self) -> None:
+        """A single line longer than the cap keeps its first bytes (never half a character)."""
+        kept, lines, cut = cut_text("é" * 10, 5)  # 2 bytes each: 2 whole characters fit
+        assert kept == "éé\n... [hvdlog: 1 lines (16 bytes) cut]" and (lines, cut) == (1, 16)
+
+    def test_parse_applies_the_cap(self) -> None:
+        """hvdlog parse bounds a huge traceback's document like Logstash does (tag, counts, size)."""
+        frames = [f'  File "/work/model_{n}.py", line {n}, in forward' for n in range(40_000)]
+        [doc] = list(parse_lines(["Traceback (most recent call last):", *frames, "RecursionError: too deep"], path="/l/j/h/rank-0.stderr.log"))
+        assert len(doc["message"].encode()) <= MAX_DOCUMENT_BYTES + 100 and len(doc["error"]["stack_trace"].encode()) <= MAX_DOCUMENT_BYTES + 100
+        assert "_hvdlog_truncated" in doc["tags"] and doc["error"]["type"] == "RecursionError"
+        assert doc["message"].count("\n") + doc["hvdlog"]["truncated"]["lines"] == 40_002
