@@ -1,0 +1,172 @@
+"""hvdlog report and hvdlog jobs: one read for every section, statuses with their reasons, files and Elasticsearch.
+
+The logs are plain per-rank ``.jsonl`` files in our layout, written as the runtime writes
+them (the demo's real logs are covered by tests/test_docs.py through the README's examples).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from hvdlog.cli.main import cli
+from hvdlog.cli.pictures import bars, sparkline
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def hvdlog(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner(env=env).invoke(cli, list(args), catch_exceptions=False)
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int(seconds * 1000) % 1000:03d}Z"
+
+
+def _write(root: Path, job: str, rank: int, events: list[dict[str, object]], host: str = "node1") -> None:
+    path = root / job / host / f"rank-{rank}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as out:
+        for event in events:
+            out.write(json.dumps({"job": job, "rank": rank, "size": 2, "host.name": host, "event.dataset": "horovod.app", **event}) + "\n")
+
+
+def _steps(start: float, count: int, every: float = 1.0, first: int = 0) -> list[dict[str, object]]:
+    return [{"@timestamp": _iso(start + i * every), "log.level": "info", "message": "train step", "step": first + i} for i in range(count)]
+
+
+@pytest.fixture(name="root")
+def fixture_root(tmp_path: Path) -> Path:
+    """Three jobs: `crashed` (rank 1 raises at step 4, an hour ago), `done` (two hours ago), `live` (steps now)."""
+    root = tmp_path / "hvdlog-logs"
+    hour_ago, now = time.time() - 3600, time.time()
+    _write(root, "crashed", 0, [*_steps(hour_ago, 5), {"@timestamp": _iso(hour_ago + 5.5), "log.level": "error",
+           "message": "Horovod has been shut down", "error.type": "HorovodInternalError", "error.message": "Horovod has been shut down"}])
+    _write(root, "crashed", 1, [*_steps(hour_ago, 4), {"@timestamp": _iso(hour_ago + 5), "log.level": "critical",
+           "message": "uncaught ValueError", "event.action": "uncaught_exception", "error.type": "ValueError",
+           "error.message": "bad batch", "step": 4}])
+    for rank in (0, 1):
+        _write(root, "done", rank, _steps(now - 7200, 10, first=0), host=f"node{rank}")
+        _write(root, "live", rank, _steps(now - 5, 6))
+    return root
+
+
+class TestReport:
+    def test_sections_in_order_with_the_command_that_shows_more(self, root: Path) -> None:
+        """One block per job: the job line, how it ended, then the five sections, each naming a command."""
+        result = hvdlog("report", str(root / "crashed"))
+        assert result.exit_code == 0, result.stderr
+        lines = result.stdout.splitlines()
+        assert lines[0].startswith("job crashed: 2 ranks (0-1) on node1") and "last step 4" in lines[0]
+        assert lines[1].startswith("  FAILED (certain): rank 1: ValueError: bad batch"), lines[1]
+        titles = [line.split()[0] for line in lines[2:] if not line.startswith(" " * 16)]
+        assert titles == ["first", "stalls", "stragglers", "timeline", "resources"], lines
+        assert f"(more: hvdlog first-failure {root / 'crashed'})" in result.stdout
+        assert f"(more: hvdlog stalls {root / 'crashed'})" in result.stdout
+        assert "step by rank 0-1:" in result.stdout and "\x1b[" not in result.stdout
+
+    def test_json_is_one_document_per_job_with_every_section(self, root: Path) -> None:
+        """--json: job facts, status with confidence and reasoning, each section, the 'more' commands; oldest activity first."""
+        result = hvdlog("report", "--json", str(root))
+        assert result.exit_code == 0, result.stderr
+        docs = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [doc["job"] for doc in docs] == ["done", "crashed", "live"]
+        by_job = {doc["job"]: doc for doc in docs}
+        crashed = by_job["crashed"]
+        assert crashed["status"]["state"] == "failed" and crashed["first_failure"]["blamed_ranks"] == [1]
+        assert crashed["first_failure"]["collateral_ranks"] == [0]
+        assert crashed["stragglers"]["progress"] == {"0": 4, "1": 4}
+        assert set(crashed) >= {"ranks", "hosts", "first", "last", "last_step", "stalls", "timeline", "resources", "more"}
+        assert crashed["more"]["stalls"].endswith("--job crashed")  # several jobs: the command names this one
+        assert by_job["done"]["status"]["state"] == "finished" and by_job["done"]["hosts"] == ["node0", "node1"]
+        assert by_job["done"]["status"]["confidence"] == "likely"
+        assert by_job["live"]["status"]["state"] == "running", by_job["live"]["status"]
+
+    def test_reads_the_logs_once(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every section comes from one search of the source, not one per analysis."""
+        from hvdlog.query.files import FileSource
+
+        calls: list[object] = []
+        original = FileSource.search
+
+        def counted(self: FileSource, spec: object, last: int | None = None) -> object:
+            calls.append(spec)
+            return original(self, spec, last)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(FileSource, "search", counted)
+        assert hvdlog("report", str(root)).exit_code == 0
+        assert len(calls) == 1
+
+    def test_nothing_to_report_exits_1(self, root: Path) -> None:
+        result = hvdlog("report", "--job", "nosuchjob", str(root))
+        assert result.exit_code == 1 and result.stdout == ""
+
+
+class TestJobs:
+    def test_every_job_newest_first(self, root: Path) -> None:
+        """Ranks, hosts, times, size on disk and status per job, sorted by last activity."""
+        result = hvdlog("jobs", "--json", str(root))
+        assert result.exit_code == 0, result.stderr
+        rows = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [row["job"] for row in rows] == ["live", "crashed", "done"]
+        by_job = {row["job"]: row for row in rows}
+        assert by_job["crashed"]["status"]["state"] == "failed" and "ValueError" in by_job["crashed"]["status"]["reasoning"]
+        assert by_job["done"]["status"]["state"] == "finished" and by_job["live"]["status"]["state"] == "running"
+        assert by_job["done"]["ranks"] == [0, 1] and by_job["done"]["hosts"] == ["node0", "node1"]
+        size = sum(p.stat().st_size for p in (root / "done").rglob("*") if p.is_file())
+        assert by_job["done"]["size_bytes"] == size and by_job["done"]["files"] == 2
+
+    def test_default_root_and_its_absence(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """No ROOT: ./hvdlog-logs when it exists, else one sentence, exit 2."""
+        monkeypatch.chdir(root.parent)
+        assert "crashed" in hvdlog("jobs").stdout
+        monkeypatch.chdir(root / "done")
+        result = hvdlog("jobs")
+        assert result.exit_code == 2 and "give a root, or run where hvdlog-logs/ is" in result.stderr
+
+
+@pytest.mark.elasticsearch
+def test_report_and_jobs_over_elasticsearch(root: Path, es_url: str) -> None:
+    """The same documents indexed through `hvdlog install`'s templates: jobs aggregates, report reads them."""
+    from elasticsearch.helpers import bulk
+
+    from elasticsearch import Elasticsearch
+    from hvdlog.parse import parse_paths
+    from hvdlog.query.files import discover
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    installed = subprocess.run([sys.executable, "-m", "hvdlog", "install", "--es", es_url], capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert installed.returncode == 0, installed.stderr
+    docs = list(parse_paths([str(p) for p in discover([root], print)], timezone="UTC"))
+    for doc in docs:
+        doc["job"] = f"es-{doc['job']}"  # apart from other tests' jobs in the shared server
+    client = Elasticsearch(es_url, request_timeout=60)
+    actions = ({"_op_type": "create", "_index": "logs-horovod.app-reporttest", "_source": d} for d in docs)
+    ok, errors = bulk(client, actions, refresh="wait_for", raise_on_error=False)
+    client.close()
+    assert not errors and ok == len(docs)
+    jobs = hvdlog("jobs", "--json", "--es", es_url)
+    assert jobs.exit_code == 0, jobs.stderr
+    rows = {row["job"]: row for row in map(json.loads, jobs.stdout.splitlines()) if row["job"].startswith("es-")}
+    assert rows["es-crashed"]["status"]["state"] == "failed" and rows["es-crashed"]["ranks"] == [0, 1]
+    assert rows["es-crashed"]["size_bytes"] is None and rows["es-done"]["status"]["state"] == "finished"
+    report = hvdlog("report", "--json", "--es", es_url, "--job", "es-crashed")
+    assert report.exit_code == 0, report.stderr
+    (doc,) = [json.loads(line) for line in report.stdout.splitlines()]
+    assert doc["status"]["state"] == "failed" and doc["first_failure"]["blamed_ranks"] == [1]
+    assert doc["more"]["stalls"] == f"hvdlog stalls --es {es_url} --job es-crashed"
+
+
+def test_pictures_plain_in_a_pipe_blocks_on_a_terminal() -> None:
+    """ASCII when not a terminal; bars scale to the largest value; unknown values are marked."""
+    assert sparkline({0: 10, 1: 5, 2: None}, fancy=False) == "@=?"
+    assert sparkline({0: 10, 1: 0}, fancy=True) == "█▁"
+    lines = bars({0: 10.0, 1: 5.0}, fancy=False, width=10)
+    assert lines == ["rank    0 ##########  10", "rank    1 #####.....  5"]
