@@ -141,3 +141,54 @@ def test_synopsis_options_exist() -> None:
     every_help = "".join(help_of(command) for command in ("grep", "stalls", "stragglers", "first-failure", "parse", "timeline"))
     unknown = {option for option in re.findall(r"`(--[a-z][a-z-]*)", text) if option not in every_help} - _FOREIGN_OPTIONS
     assert not unknown, unknown
+
+
+#: Every hand-written Markdown file (CHANGELOG keeps old names on purpose).
+MARKDOWN = sorted(p for p in REPO.rglob("*.md") if not {".git", "node_modules", "corpus"} & set(p.parts) and p.name != "CHANGELOG.md")
+_LINK = re.compile(r"\]\(([^)\s]*)\)")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"`|\*|_(?=\w)|(?<=\w)_", "", heading).lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    body = _BLOCK.sub("", path.read_text())
+    return {_slug(found) for found in _HEADING.findall(body)}
+
+
+def test_links_and_anchors_resolve() -> None:
+    """Every relative link names a file that exists, and every #anchor a heading of its file."""
+    broken = []
+    for doc in MARKDOWN:
+        for target in _LINK.findall(_BLOCK.sub("", doc.read_text())):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file_part, _, anchor = target.partition("#")
+            linked = (doc.parent / file_part).resolve() if file_part else doc
+            if not linked.exists():
+                broken.append(f"{doc.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                broken.append(f"{doc.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, broken
+
+
+_NAMED_PATH = re.compile(r"(?<![\w/.-])((?:tests|scripts|setup|docs|hvdlog)/[\w./-]+\.(?:py|sh|md|json))\b")
+
+
+def test_named_files_exist() -> None:
+    """The repository paths the docs and comments name exist (no `scripts/setup.sh` after a rename)."""
+    texts = [*MARKDOWN, *REPO.glob("scripts/*.sh"), *REPO.glob("setup/*.sh"), REPO / "Makefile", REPO / "elk-compose.yml"]
+    missing = sorted({f"{path.relative_to(REPO)}: {name}" for path in texts for name in _NAMED_PATH.findall(path.read_text())
+                      if not (REPO / name).exists() and "*" not in name})
+    assert not missing, missing
+
+
+def test_no_machine_paths_in_docs() -> None:
+    """Docs name paths relative to the clone or the cache, never one machine's absolute paths."""
+    written = [doc for doc in MARKDOWN if doc.name != "fields.md"]  # generated: quotes real log lines
+    found = [f"{doc.relative_to(REPO)}: {m}" for doc in written for m in re.findall(r"(?<![\w~$])/(?:root|home|work|tmp/tmp)\S*", doc.read_text())]
+    assert not found, found

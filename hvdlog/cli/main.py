@@ -83,7 +83,12 @@ def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     help="Show the full traceback of an unexpected error (also HVDLOG_DEBUG=1).",
 )
 def cli() -> None:
-    """Rank-aware logs for Horovod + PyTorch training: parse, grep, stalls, stragglers, first-failure, install."""
+    """Rank-aware logs for Horovod + PyTorch training.
+
+    Start with `hvdlog jobs` (every job under a root) and `hvdlog report` (one job on one
+    screen); then grep, stalls, stragglers, first-failure, timeline, parse; install sets up
+    Elasticsearch and Kibana.
+    """
 
 
 def _silence_stdout() -> None:
@@ -108,8 +113,12 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             click.echo(f"hvdlog: error: {sentence(str(exc.code))}", err=True)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
+    except click.UsageError as exc:  # one line, like every other error (click's own is four)
+        command = exc.ctx.command_path if exc.ctx is not None else "hvdlog"
+        click.echo(f"hvdlog: error: {sentence(exc.format_message())} (see `{command} --help`)", err=True)
+        code = exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"hvdlog: error: {sentence(exc.format_message())}", err=True)
         code = exc.exit_code
     except (click.Abort, KeyboardInterrupt):
         click.echo("hvdlog: interrupted", err=True)
