@@ -145,8 +145,6 @@ def test_report_and_jobs_over_elasticsearch(root: Path, es_url: str) -> None:
     installed = subprocess.run([sys.executable, "-m", "hvdlog", "install", "--es", es_url], capture_output=True, text=True, env=env, timeout=300, check=False)
     assert installed.returncode == 0, installed.stderr
     docs = list(parse_paths([str(p) for p in discover([root], print)], timezone="UTC"))
-    for doc in docs:
-        doc["job"] = f"es-{doc['job']}"  # apart from other tests' jobs in the shared server
     client = Elasticsearch(es_url, request_timeout=60)
     actions = ({"_op_type": "create", "_index": "logs-horovod.app-reporttest", "_source": d} for d in docs)
     ok, errors = bulk(client, actions, refresh="wait_for", raise_on_error=False)
@@ -154,19 +152,60 @@ def test_report_and_jobs_over_elasticsearch(root: Path, es_url: str) -> None:
     assert not errors and ok == len(docs)
     jobs = hvdlog("jobs", "--json", "--es", es_url)
     assert jobs.exit_code == 0, jobs.stderr
-    rows = {row["job"]: row for row in map(json.loads, jobs.stdout.splitlines()) if row["job"].startswith("es-")}
-    assert rows["es-crashed"]["status"]["state"] == "failed" and rows["es-crashed"]["ranks"] == [0, 1]
-    assert rows["es-crashed"]["size_bytes"] is None and rows["es-done"]["status"]["state"] == "finished"
-    report = hvdlog("report", "--json", "--es", es_url, "--job", "es-crashed")
+    rows = {row["job"]: row for row in map(json.loads, jobs.stdout.splitlines())}
+    assert rows["crashed"]["status"]["state"] == "failed" and rows["crashed"]["ranks"] == [0, 1]
+    assert rows["crashed"]["size_bytes"] is None and rows["done"]["status"]["state"] == "finished"
+    assert rows["live"]["status"]["state"] == "running"
+    report = hvdlog("report", "--json", "--es", es_url, "--job", "crashed")
     assert report.exit_code == 0, report.stderr
     (doc,) = [json.loads(line) for line in report.stdout.splitlines()]
     assert doc["status"]["state"] == "failed" and doc["first_failure"]["blamed_ranks"] == [1]
-    assert doc["more"]["stalls"] == f"hvdlog stalls --es {es_url} --job es-crashed"
+    assert doc["more"]["stalls"] == f"hvdlog stalls --es {es_url} --job crashed"
+    # Files and --es over the same job: every event once.
+    alone = hvdlog("grep", "--json", "--job", "crashed", str(root))
+    both = hvdlog("grep", "--json", "--job", "crashed", "--es", es_url, str(root))
+    assert both.exit_code == 0 and len(both.stdout.splitlines()) == len(alone.stdout.splitlines()) == 12, both.stdout
 
 
 def test_pictures_plain_in_a_pipe_blocks_on_a_terminal() -> None:
     """ASCII when not a terminal; bars scale to the largest value; unknown values are marked."""
-    assert sparkline({0: 10, 1: 5, 2: None}, fancy=False) == "@=?"
+    assert sparkline({0: 10, 1: 5, 2: None}, fancy=False) == "@+?"
     assert sparkline({0: 10, 1: 0}, fancy=True) == "█▁"
     lines = bars({0: 10.0, 1: 5.0}, fancy=False, width=10)
     assert lines == ["rank    0 ##########  10", "rank    1 #####.....  5"]
+
+
+class TestFirstHour:
+    def test_grep_without_a_path_reads_the_default_root(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """`hvdlog grep --level error` in the folder holding hvdlog-logs/ searches it; elsewhere one sentence."""
+        monkeypatch.chdir(root.parent)
+        result = hvdlog("grep", "--level", "error")
+        assert result.exit_code == 0 and "uncaught ValueError" in result.stdout, result.stderr
+        monkeypatch.chdir(root / "done")
+        result = hvdlog("grep", "--level", "error")
+        assert result.exit_code == 2 and "give a path, or run where hvdlog-logs/ is" in result.stderr
+
+    def test_a_pattern_taken_for_a_path_gets_a_suggestion(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An unquoted two-word pattern, or a quoted one alone: 'did you mean' with -e."""
+        monkeypatch.chdir(root.parent)
+        result = hvdlog("grep", "bad batch")
+        assert result.exit_code == 2 and "did you mean `hvdlog grep -e 'bad batch' hvdlog-logs`?" in result.stderr, result.stderr
+        result = hvdlog("grep", "bad", "batch", "hvdlog-logs")
+        assert result.exit_code == 2 and "did you mean `hvdlog grep -e 'bad batch' hvdlog-logs`?" in result.stderr, result.stderr
+        assert hvdlog("grep", "-e", "bad batch").exit_code == 0
+
+    def test_times_are_marked_utc_or_local(self, root: Path) -> None:
+        """Text output marks its zone: Z by default (--utc), the offset with --local."""
+        utc = hvdlog("grep", "bad batch", str(root)).stdout
+        assert utc[23] == "Z", utc
+        local = subprocess.run([sys.executable, "-m", "hvdlog", "grep", "--local", "bad batch", str(root)], capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO), "TZ": "Asia/Kolkata"}, timeout=60, check=False).stdout
+        assert local[23:29] == "+05:30", local
+
+    def test_usage_errors_are_one_line(self, root: Path) -> None:
+        """A bad --tz: one `hvdlog: error:` line, not click's four-line block."""
+        result = subprocess.run([sys.executable, "-m", "hvdlog", "grep", "--tz", "Mars/Base", "x", str(root)], capture_output=True,
+                                text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60, check=False)
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [result.stderr.strip()] and result.stderr.startswith("hvdlog: error: "), result.stderr
+        assert "Mars/Base" in result.stderr and "--help" in result.stderr
