@@ -192,3 +192,15 @@ def test_no_machine_paths_in_docs() -> None:
     written = [doc for doc in MARKDOWN if doc.name != "fields.md"]  # generated: quotes real log lines
     found = [f"{doc.relative_to(REPO)}: {m}" for doc in written for m in re.findall(r"(?<![\w~$])/(?:root|home|work|tmp/tmp)\S*", doc.read_text())]
     assert not found, found
+
+
+def test_certificate_example_names_are_accepted() -> None:
+    """The node names of docs/deploy.md's `certs filebeat` example, as bash expands them, pass certs.sh's own check."""
+    (line,) = [line for line in (REPO / "docs" / "deploy.md").read_text().splitlines() if "run --rm certs filebeat node" in line]
+    arguments = line.split("certs filebeat ", 1)[1].split("#", 1)[0]
+    expanded = subprocess.run(["bash", "-c", f"printf '%s\\n' {arguments}"], capture_output=True, text=True, timeout=30, check=True).stdout.split()
+    rule = re.search(r'\[\[ "\$node" =~ (\S+) \]\]', (REPO / "setup" / "certs.sh").read_text())
+    assert rule and len(expanded) >= 3, (rule, expanded)
+    for name in expanded:
+        accepted = subprocess.run(["bash", "-c", f'node="$1"; [[ "$node" =~ {rule[1]} ]]', "_", name], timeout=30, check=False)
+        assert accepted.returncode == 0, f"certs.sh refuses the documented node name {name!r}"
