@@ -100,9 +100,9 @@ def build_sources(
     """One file source for all PATHs, one Elasticsearch source per ``--es``."""
     sources: list[Source] = []
     if paths:
-        from hvdlog.query.files import FileSource
+        from hvdlog.cli.progress import WatchedFileSource
 
-        sources.append(FileSource(paths, timezone=tz, warn=warn))
+        sources.append(WatchedFileSource(paths, timezone=tz, warn=warn))
     for url in es_urls:
         sources.append(ElasticsearchSource(url, index=index, timeout=timeout, warn=warn, ca_certs=es_ca))
     if not sources:

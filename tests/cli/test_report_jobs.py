@@ -6,6 +6,7 @@ them (the demo's real logs are covered by tests/test_docs.py through the README'
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -209,3 +210,44 @@ class TestFirstHour:
         assert result.returncode == 2
         assert result.stderr.splitlines() == [result.stderr.strip()] and result.stderr.startswith("hvdlog: error: "), result.stderr
         assert "Mars/Base" in result.stderr and "--help" in result.stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class TestProgress:
+    def test_a_line_on_a_terminal_for_large_input_erased_at_the_end(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Bytes read / total and files, redrawn in place, then erased."""
+        from hvdlog.cli import progress
+
+        monkeypatch.setattr(progress, "EVERY_S", 0.0)
+        monkeypatch.setenv("HVDLOG_PROGRESS_BYTES", "100")
+        terminal = _Terminal()
+        line = progress.ReadProgress(3000, 3, stream=terminal)
+        line.file_done(1000)
+        line.file_done(2000)
+        line.end()
+        assert "\\rhvdlog: reading 1 kB of 3 kB, 1 of 3 files" in repr(terminal.getvalue())
+        assert "3 kB of 3 kB, 2 of 3 files" in terminal.getvalue() and terminal.getvalue().endswith("\\r\\x1b[K")
+
+    def test_nothing_in_a_pipe_or_for_small_input(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from hvdlog.cli import progress
+
+        monkeypatch.setattr(progress, "EVERY_S", 0.0)
+        for stream, total in ((io.StringIO(), 10**12), (_Terminal(), 10)):
+            line = progress.ReadProgress(total, 1, stream=stream)
+            line.file_done(total)
+            line.end()
+            assert stream.getvalue() == ""
+
+    def test_grep_reports_every_file(self, root: Path) -> None:
+        """The source the commands use counts each file it read (through the real search)."""
+        from hvdlog.cli.progress import WatchedFileSource
+        from hvdlog.query.spec import Filter
+
+        source = WatchedFileSource([root], warn=print)
+        assert list(source.search(Filter(min_level="error")))
+        assert source.progress is not None and source.progress.done_files == 6
+        assert source.progress.done_bytes == sum(p.stat().st_size for p in root.rglob("*.jsonl"))
