@@ -230,7 +230,7 @@ class TestProgress:
         line.file_done(2000)
         line.end()
         assert "\\rhvdlog: reading 1 kB of 3 kB, 1 of 3 files" in repr(terminal.getvalue())
-        assert "3 kB of 3 kB, 2 of 3 files" in terminal.getvalue() and terminal.getvalue().endswith("\\r\\x1b[K")
+        assert "3 kB of 3 kB, 2 of 3 files" in terminal.getvalue() and terminal.getvalue().endswith("\r\x1b[K")
 
     def test_nothing_in_a_pipe_or_for_small_input(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from hvdlog.cli import progress
