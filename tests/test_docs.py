@@ -117,7 +117,7 @@ def test_elasticsearch_example_runs(doc: str, command: str, demo_indexed: Path, 
 def test_examples_were_found() -> None:
     """The extraction sees the examples (an empty list would pass everything above)."""
     commands = {command.split()[1] for _, command in EXAMPLES}
-    assert {"grep", "stalls", "stragglers", "first-failure", "parse", "install"} <= commands, commands
+    assert {"grep", "stalls", "stragglers", "first-failure", "parse", "install", "report", "jobs", "timeline"} <= commands, commands
     assert ES_EXAMPLES and len(FILE_EXAMPLES) >= 8
 
 

@@ -38,9 +38,11 @@ def _warner(console: Console) -> Callable[[str], None]:
 
 
 def _check_password(username: str | None, password: str | None, service: str) -> None:
-    """A basic-auth user needs a real password; docker-elk's ``changeme`` is refused."""
-    if username and (not password or password == "changeme"):  # noqa: S105 - the one password refused
-        raise click.UsageError(f"{service} user {username!r} needs a password other than empty or 'changeme'.")
+    """A basic-auth user's password follows the setup service's rules (no empty, well-known or short one)."""
+    from hvdlog.elastic.install import password_problem
+
+    if username and (problem := password_problem(f"the password of {service} user {username!r}", password)):
+        raise click.UsageError(f"{problem} (the rule of the compose setup service too; an API key avoids it).")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -149,8 +149,9 @@ class TestErrors:
     @pytest.mark.parametrize(
         ("args", "message"),
         [
-            (["--es-username", "elastic", "--es-password", "changeme"], "other than empty or 'changeme'"),
-            (["--es-username", "elastic"], "other than empty or 'changeme'"),
+            (["--es-username", "elastic", "--es-password", "changeme"], "is a well-known password"),
+            (["--es-username", "elastic"], "is empty"),
+            (["--es-username", "elastic", "--es-password", "short-pw"], "is shorter than 12 characters"),
             (["--namespace", "Bad-Name"], "namespace 'Bad-Name' is not valid"),
             (["--replicas", "-1"], "--replicas"),
             (["--retention-days", "0"], "--retention-days"),
