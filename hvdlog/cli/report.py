@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from hvdlog.cli.options import Run, source_options
+from hvdlog.cli.options import Run, fail, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.cli.pictures import sparkline
 from hvdlog.cli.timeline_output import timeline_analyses
@@ -59,6 +59,10 @@ def report_command(run: Run, **_: object) -> None:
     The logs are read once for every section; each section names the command that shows
     more. Exit 0 when a report was made, 1 when no event matched, 2 on an error.
     """
+    from hvdlog.query.es import ElasticsearchSource
+
+    if not run.spec.jobs and any(isinstance(source, ElasticsearchSource) for source in run.sources):
+        fail("over Elasticsearch, name the job: --job J (`hvdlog jobs --es URL` lists them)")
     facts, kept = collect(run.documents())
     timelines = timeline_analyses(run)
     reports = report(facts, kept, timelines, culprits, run.spec)

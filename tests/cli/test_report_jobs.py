@@ -105,6 +105,11 @@ class TestReport:
         assert hvdlog("report", str(root)).exit_code == 0
         assert len(calls) == 1
 
+    def test_elasticsearch_needs_a_job(self) -> None:
+        """Over Elasticsearch a report without --job would read the whole cluster: one sentence, exit 2."""
+        result = hvdlog("report", "--es", "http://127.0.0.1:9")
+        assert result.exit_code == 2 and "name the job: --job J" in result.stderr
+
     def test_nothing_to_report_exits_1(self, root: Path) -> None:
         result = hvdlog("report", "--job", "nosuchjob", str(root))
         assert result.exit_code == 1 and result.stdout == ""
