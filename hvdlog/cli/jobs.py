@@ -69,7 +69,7 @@ def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: s
         rows = from_files(roots, warn)
     printer = Printer(as_json=as_json)
     if rows and not as_json:
-        printer.text(f"{'job':<28} {'ranks':>5} {'hosts':<16} {'first':<23} {'last':<23} {'size':>9}  status")
+        printer.text(f"{'job':<28} {'ranks':>5} {'hosts':<16} {'first':<24} {'last':<24} {'size':>9}  status")
     for row in rows:
         if as_json:
             printer.json(row.to_json())
@@ -77,7 +77,7 @@ def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: s
         hosts = ",".join(row.hosts[:2]) + (f"+{len(row.hosts) - 2}" if len(row.hosts) > 2 else "") or "-"
         state = f"{row.status['state']} ({row.status['confidence']})"
         printer.text(
-            f"{str(row.job)[:28]:<28} {len(row.ranks):>5} {hosts[:16]:<16} {format_time(row.first):<23} {format_time(row.last):<23} "
+            f"{str(row.job)[:28]:<28} {len(row.ranks):>5} {hosts[:16]:<16} {format_time(row.first):<24} {format_time(row.last):<24} "
             f"{_size(row.size_bytes):>9}  {state}: {row.status['reasoning']}",
             style={"failed": "bold red", "running": "cyan"}.get(row.status["state"]),
         )

@@ -82,14 +82,15 @@ def _job_of(path: Path, root: Path) -> str:
 
 def from_files(roots: Iterable[str | Path], warn: Callable[[str], None], now: float | None = None) -> list[JobRow]:
     """Every job under the roots (files named directly count as their own job)."""
-    groups: dict[str, list[Path]] = {}
-    where: dict[str, Path] = {}
+    # Keyed by root too: the same job name under two roots is two runs, not one.
+    groups: dict[tuple[str, str], list[Path]] = {}
+    where: dict[tuple[str, str], Path] = {}
     for root in map(Path, roots):
         for path in walk([root], warn):
-            job = _job_of(path, root)
-            groups.setdefault(job, []).append(path)
-            where.setdefault(job, root / job if root.is_dir() and (root / job).is_dir() else path.parent)
-    rows = [_file_row(job, files, str(where[job]), warn, now) for job, files in groups.items()]
+            key = (str(root), _job_of(path, root))
+            groups.setdefault(key, []).append(path)
+            where.setdefault(key, root / key[1] if root.is_dir() and (root / key[1]).is_dir() else path.parent)
+    rows = [_file_row(key[1], files, str(where[key]), warn, now) for key, files in groups.items()]
     return sorted(rows, key=lambda row: row.last or "", reverse=True)
 
 
