@@ -46,10 +46,15 @@ def _identity(doc: Document) -> tuple[Any, ...]:
     return tuple(repr(get_field(doc, name)) for name in ("@timestamp", "job", "rank", "host.name", "event.dataset", "message"))
 
 
+def _tagged(index: int, docs: Iterator[Document]) -> Iterator[tuple[tuple[int, int], int, Document]]:
+    """(sort key, source index, document): the index bound now, not when the generator runs."""
+    return ((sort_key(doc), index, doc) for doc in docs)
+
+
 def _distinct(sources: Sequence[Source], spec: Filter, failures: list[str]) -> Iterator[Document]:
     """The sources merged in time order, an event that two sources hold printed once (files and ``--es``
     over the same job); copies within one source are kept, they are the source's own."""
-    streams = [((sort_key(doc), index, doc) for doc in merged([source], spec, failures, warn)) for index, source in enumerate(sources)]
+    streams = [_tagged(index, merged([source], spec, failures, warn)) for index, source in enumerate(sources)]
     current: Any = None
     seen: dict[tuple[Any, ...], int] = {}
     for key, index, doc in heapq.merge(*streams, key=lambda item: item[0]):
