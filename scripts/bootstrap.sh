@@ -28,6 +28,12 @@ if [ ! -f "$VENV/.hvdlog-ready" ]; then
   touch "$VENV/.hvdlog-ready"
 fi
 
+# A stable name for a new shell: `source $HVDLOG_CACHE/venv/bin/activate` puts hvdlog on PATH
+# (the demo's last line says so). Only a link is replaced, never a venv someone put there.
+if [ "$VENV" != "$HVDLOG_CACHE/venv" ] && { [ -L "$HVDLOG_CACHE/venv" ] || [ ! -e "$HVDLOG_CACHE/venv" ]; }; then
+  ln -sfn "$VENV" "$HVDLOG_CACHE/venv"
+fi
+
 bash "$REPO_ROOT/scripts/build-horovod.sh"
 
 # Our package, editable, so the console script runs this checkout's code.

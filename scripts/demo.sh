@@ -31,4 +31,12 @@ show hvdlog timeline --top 3 "$root/demo-stall"
 log "which rank failed first, and who died as collateral"
 show hvdlog first-failure "$root/demo-crash"
 
-log "done: the files are in $root/; try: hvdlog grep --help"
+log "every job under the root, then one job on one screen (the 3 a.m. command)"
+show hvdlog jobs "$root"
+show hvdlog report "$root/demo-crash"
+
+log "done: the files are in $root/"
+# The venv is on PATH only inside this script: say how to get the command in a new shell.
+venv="$HVDLOG_CACHE/venv"
+[ "$(readlink -f "$venv")" = "$(readlink -f "$VIRTUAL_ENV")" ] || venv="$VIRTUAL_ENV"
+printf 'hvdlog in a new shell:  source %q/bin/activate   # then: hvdlog report %s/demo-crash\n' "$venv" "$root"

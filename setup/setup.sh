@@ -2,7 +2,7 @@
 # One-off setup of the secured stack (the `setup` and `kibana-objects` services of
 # elk-compose.yml), docker-elk style: bash and curl in the Elasticsearch image, applying
 # the JSON files committed under setup/roles/, elasticsearch/ and kibana/ (which
-# `python -m hvdlog.elastic.generate` writes and tests/test_setup_script.py keeps current).
+# `python -m hvdlog.elastic.generate` writes and tests/elastic/test_templates.py keeps current).
 # Needs no package registry, runs as a non-root user, reads the CA certificate only.
 #
 #   setup.sh                 passwords, wait, roles, users, kibana_system, elasticsearch

@@ -117,7 +117,7 @@ def test_elasticsearch_example_runs(doc: str, command: str, demo_indexed: Path, 
 def test_examples_were_found() -> None:
     """The extraction sees the examples (an empty list would pass everything above)."""
     commands = {command.split()[1] for _, command in EXAMPLES}
-    assert {"grep", "stalls", "stragglers", "first-failure", "parse", "install"} <= commands, commands
+    assert {"grep", "stalls", "stragglers", "first-failure", "parse", "install", "report", "jobs", "timeline"} <= commands, commands
     assert ES_EXAMPLES and len(FILE_EXAMPLES) >= 8
 
 
@@ -141,3 +141,66 @@ def test_synopsis_options_exist() -> None:
     every_help = "".join(help_of(command) for command in ("grep", "stalls", "stragglers", "first-failure", "parse", "timeline"))
     unknown = {option for option in re.findall(r"`(--[a-z][a-z-]*)", text) if option not in every_help} - _FOREIGN_OPTIONS
     assert not unknown, unknown
+
+
+#: Every hand-written Markdown file (CHANGELOG keeps old names on purpose).
+MARKDOWN = sorted(p for p in REPO.rglob("*.md") if not {".git", "node_modules", "corpus"} & set(p.parts) and p.name != "CHANGELOG.md")
+_LINK = re.compile(r"\]\(([^)\s]*)\)")
+_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to '-'."""
+    text = re.sub(r"`|\*|_(?=\w)|(?<=\w)_", "", heading).lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    body = _BLOCK.sub("", path.read_text())
+    return {_slug(found) for found in _HEADING.findall(body)}
+
+
+def test_links_and_anchors_resolve() -> None:
+    """Every relative link names a file that exists, and every #anchor a heading of its file."""
+    broken = []
+    for doc in MARKDOWN:
+        for target in _LINK.findall(_BLOCK.sub("", doc.read_text())):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file_part, _, anchor = target.partition("#")
+            linked = (doc.parent / file_part).resolve() if file_part else doc
+            if not linked.exists():
+                broken.append(f"{doc.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                broken.append(f"{doc.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, broken
+
+
+_NAMED_PATH = re.compile(r"(?<![\w/.-])((?:tests|scripts|setup|docs|hvdlog)/[\w./-]+\.(?:py|sh|md|json))\b")
+
+
+def test_named_files_exist() -> None:
+    """The repository paths the docs and comments name exist (no `scripts/setup.sh` after a rename)."""
+    texts = [*MARKDOWN, *REPO.glob("scripts/*.sh"), *REPO.glob("setup/*.sh"), REPO / "Makefile", REPO / "elk-compose.yml"]
+    missing = sorted({f"{path.relative_to(REPO)}: {name}" for path in texts for name in _NAMED_PATH.findall(path.read_text())
+                      if not (REPO / name).exists() and "*" not in name})
+    assert not missing, missing
+
+
+def test_no_machine_paths_in_docs() -> None:
+    """Docs name paths relative to the clone or the cache, never one machine's absolute paths."""
+    written = [doc for doc in MARKDOWN if doc.name != "fields.md"]  # generated: quotes real log lines
+    found = [f"{doc.relative_to(REPO)}: {m}" for doc in written for m in re.findall(r"(?<![\w~$])/(?:root|home|work|tmp/tmp)\S*", doc.read_text())]
+    assert not found, found
+
+
+def test_certificate_example_names_are_accepted() -> None:
+    """The node names of docs/deploy.md's `certs filebeat` example, as bash expands them, pass certs.sh's own check."""
+    (line,) = [line for line in (REPO / "docs" / "deploy.md").read_text().splitlines() if "run --rm certs filebeat node" in line]
+    arguments = line.split("certs filebeat ", 1)[1].split("#", 1)[0]
+    expanded = subprocess.run(["bash", "-c", f"printf '%s\\n' {arguments}"], capture_output=True, text=True, timeout=30, check=True).stdout.split()
+    rule = re.search(r'\[\[ "\$node" =~ (\S+) \]\]', (REPO / "setup" / "certs.sh").read_text())
+    assert rule and len(expanded) >= 3, (rule, expanded)
+    for name in expanded:
+        accepted = subprocess.run(["bash", "-c", f'node="$1"; [[ "$node" =~ {rule[1]} ]]', "_", name], timeout=30, check=False)
+        assert accepted.returncode == 0, f"certs.sh refuses the documented node name {name!r}"

@@ -73,6 +73,24 @@ def fixture_installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, P
     return venv, work, env
 
 
+def test_training_node_install_says_what_the_command_needs(installed: tuple[Path, Path, dict[str, str]], tmp_path: Path) -> None:
+    """`pip install hvdlog` (no [cli]) ships the command; without click it says what to install, exit 2, no traceback."""
+    (wheel,) = installed[0].parent.glob("hvdlog-*.whl")
+    env = _clean_env(tmp_path / "home")
+    venv = tmp_path / "node"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300, env=env)
+    install = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(_wheelhouse()), str(wheel)],
+        capture_output=True, text=True, timeout=600, check=False, env=env,
+    )
+    assert install.returncode == 0, install.stderr
+    for command in ([str(venv / "bin" / "hvdlog"), "grep", "x"], [str(venv / "bin" / "python"), "-m", "hvdlog", "--help"]):
+        result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120, check=False)
+        assert result.returncode == 2, result
+        assert result.stderr.strip().splitlines() == [result.stderr.strip()], result.stderr  # one line
+        assert "pip install 'hvdlog[cli]'" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
 def _hvdlog(installed: tuple[Path, Path, dict[str, str]], *args: str) -> subprocess.CompletedProcess[str]:
     venv, work, env = installed
     return subprocess.run([str(venv / "bin" / "hvdlog"), *args], capture_output=True, text=True, cwd=work, env=env, timeout=300, check=False)

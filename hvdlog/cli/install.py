@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from hvdlog.cli.text import sentence
 from hvdlog.elastic import templates
 
 if TYPE_CHECKING:
@@ -33,13 +34,15 @@ def _warner(console: Console) -> Callable[[str], None]:
     """Warnings of the connection modules, printed like the progress lines."""
     from rich.markup import escape
 
-    return lambda text: console.print(f"[yellow]warning:[/yellow] {escape(text)}", soft_wrap=True)
+    return lambda text: console.print(f"[yellow]hvdlog: warning:[/yellow] {escape(sentence(text))}", soft_wrap=True)
 
 
 def _check_password(username: str | None, password: str | None, service: str) -> None:
-    """A basic-auth user needs a real password; docker-elk's ``changeme`` is refused."""
-    if username and (not password or password == "changeme"):  # noqa: S105 - the one password refused
-        raise click.UsageError(f"{service} user {username!r} needs a password other than empty or 'changeme'.")
+    """A basic-auth user's password follows the setup service's rules (no empty, well-known or short one)."""
+    from hvdlog.elastic.install import password_problem
+
+    if username and (problem := password_problem(f"the password of {service} user {username!r}", password)):
+        raise click.UsageError(f"{problem} (the rule of the compose setup service too; an API key avoids it).")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -65,7 +68,10 @@ def _check_password(username: str | None, password: str | None, service: str) ->
 @click.option("--kibana-api-key", **_env("KIBANA_API_KEY"), help="Encoded API key for Kibana.")
 @click.option("--es-ca", type=click.Path(exists=True, dir_okay=False), **_env("ES_CA"), help="CA bundle (PEM) for HTTPS to Elasticsearch.")
 @click.option("--kibana-ca", type=click.Path(exists=True, dir_okay=False), **_env("KIBANA_CA"), help="CA bundle for Kibana (default: --es-ca).")
-@click.option("--kibana-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, help="Seconds to wait for Kibana to be available.")
+@click.option(
+    "--kibana-timeout", type=click.FloatRange(min=0), default=300.0, show_default=True, **_env("KIBANA_TIMEOUT"),
+    help="Seconds to wait for Kibana to be available (30 s of 'connection refused' ends the wait sooner).",
+)
 def install(
     es_url: str,
     kibana_url: str | None,
@@ -103,7 +109,7 @@ def install(
         if kibana_url:
             _import_kibana(console, kibana_url, kibana_username, kibana_password, kibana_api_key, kibana_ca or es_ca, kibana_timeout)
     except SetupError as exc:
-        console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True)
+        console.print(f"[red]hvdlog: error:[/red] {escape(sentence(str(exc)))}", soft_wrap=True)
         raise SystemExit(2) from None
     summary = ", ".join(f"{n} {outcome}" for outcome, n in counts.items() if n)
     console.print(f"[bold]done[/bold]: {summary}" + ("" if kibana_url else " (no --kibana: Kibana objects not imported)"), soft_wrap=True)

@@ -29,7 +29,9 @@ COMMANDS: dict[str, str] = {
     "first-failure": "hvdlog.cli.first_failure:first_failure",
     "grep": "hvdlog.cli.grep:grep",
     "install": "hvdlog.cli.install:install",
+    "jobs": "hvdlog.cli.jobs:jobs",
     "parse": "hvdlog.cli.parse:parse",
+    "report": "hvdlog.cli.report:report_command",
     "stalls": "hvdlog.cli.stalls:stalls",
     "stragglers": "hvdlog.cli.stragglers:stragglers",
     "timeline": "hvdlog.cli.timeline:timeline",
@@ -82,7 +84,12 @@ def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     help="Show the full traceback of an unexpected error (also HVDLOG_DEBUG=1).",
 )
 def cli() -> None:
-    """Rank-aware logs for Horovod + PyTorch training: parse, grep, stalls, stragglers, first-failure, watch, install."""
+    """Rank-aware logs for Horovod + PyTorch training.
+
+    Start with `hvdlog jobs` (every job under a root) and `hvdlog report` (one job on one
+    screen); then grep, stalls, stragglers, first-failure, timeline, parse; watch alerts while a job runs; install sets up
+    Elasticsearch and Kibana.
+    """
 
 
 def _silence_stdout() -> None:
@@ -107,8 +114,12 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             click.echo(f"hvdlog: error: {sentence(str(exc.code))}", err=True)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
+    except click.UsageError as exc:  # one line, like every other error (click's own is four)
+        command = exc.ctx.command_path if exc.ctx is not None else "hvdlog"
+        click.echo(f"hvdlog: error: {sentence(exc.format_message())} (see `{command} --help`)", err=True)
+        code = exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"hvdlog: error: {sentence(exc.format_message())}", err=True)
         code = exc.exit_code
     except (click.Abort, KeyboardInterrupt):
         click.echo("hvdlog: interrupted", err=True)

@@ -10,17 +10,22 @@ results of the sources that worked are still printed).
 from __future__ import annotations
 
 import functools
+import heapq
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
 
 from hvdlog.cli.common import time_zone, warn
+from hvdlog.cli.output import show_local_time
 from hvdlog.cli.text import sentence
-from hvdlog.documents import Document
+from hvdlog.documents import Document, get_field, sort_key
+from hvdlog.layout import DEFAULT_ROOT
 from hvdlog.query.es import DEFAULT_INDEX, ElasticsearchSource
 from hvdlog.query.source import Source, SourceError, merged
 from hvdlog.query.spec import Condition, Filter, FilterError, parse_ranks, parse_steps, parse_time
@@ -38,6 +43,31 @@ def fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
+def _identity(doc: Document) -> tuple[Any, ...]:
+    """What makes two documents the same event, whichever source holds it (paths differ between nodes)."""
+    return tuple(repr(get_field(doc, name)) for name in ("@timestamp", "job", "rank", "host.name", "event.dataset", "message"))
+
+
+def _tagged(index: int, docs: Iterator[Document]) -> Iterator[tuple[tuple[int, int], int, Document]]:
+    """(sort key, source index, document): the index bound now, not when the generator runs."""
+    return ((sort_key(doc), index, doc) for doc in docs)
+
+
+def _distinct(sources: Sequence[Source], spec: Filter, failures: list[str]) -> Iterator[Document]:
+    """The sources merged in time order, an event that two sources hold printed once (files and ``--es``
+    over the same job); copies within one source are kept, they are the source's own."""
+    streams = [_tagged(index, merged([source], spec, failures, warn)) for index, source in enumerate(sources)]
+    current: Any = None
+    seen: dict[tuple[Any, ...], int] = {}
+    for key, index, doc in heapq.merge(*streams, key=lambda item: item[0]):
+        if key != current:
+            current, seen = key, {}
+        identity = _identity(doc)
+        if seen.setdefault(identity, index) != index:
+            continue
+        yield doc
+
+
 @dataclass
 class Run:
     """What the shared options resolved to: the sources and the base filter."""
@@ -52,7 +82,10 @@ class Run:
         wanted = spec or self.spec
         if any_of:
             wanted = _with(wanted, any_of=any_of)
-        return merged(self.sources, wanted, self.failures, warn)
+        if len(self.sources) == 1:
+            return merged(self.sources, wanted, self.failures, warn)
+        return _distinct(self.sources, wanted, self.failures)
+
 
     def with_any_of(self, any_of: tuple[Condition, ...]) -> Filter:
         """The run's filter, asking only for documents meeting one of ``any_of``."""
@@ -86,9 +119,9 @@ def build_sources(
     """One file source for all PATHs, one Elasticsearch source per ``--es``."""
     sources: list[Source] = []
     if paths:
-        from hvdlog.query.files import FileSource
+        from hvdlog.cli.progress import WatchedFileSource
 
-        sources.append(FileSource(paths, timezone=tz, warn=warn))
+        sources.append(WatchedFileSource(paths, timezone=tz, warn=warn))
     for url in es_urls:
         sources.append(ElasticsearchSource(url, index=index, timeout=timeout, warn=warn, ca_certs=es_ca))
     if not sources:
@@ -145,6 +178,27 @@ def jobs_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
+def _default_root(options: dict[str, Any]) -> tuple[str, ...]:
+    """No PATH and no ``--es``: ``./hvdlog-logs`` when it exists, else one sentence (exit 2)."""
+    if options["es_urls"]:
+        return ()
+    if Path(DEFAULT_ROOT).is_dir():
+        return (DEFAULT_ROOT,)
+    if options.get("pattern"):
+        fail(f"give a path, or run where {DEFAULT_ROOT}/ is (the pattern {options['pattern']!r} is searched in them)")
+    fail(f"give a path, or run where {DEFAULT_ROOT}/ is")
+
+
+def check_paths(paths: Sequence[str], pattern: str | None) -> None:
+    """A PATH that does not exist and looks like a pattern (spaces, no '/') was most likely meant as one."""
+    existing = [shlex.quote(path) for path in paths if os.path.exists(path)]
+    for path in paths:
+        if not os.path.exists(path) and os.sep not in path:
+            where = " ".join(existing) or (DEFAULT_ROOT if Path(DEFAULT_ROOT).is_dir() else "PATH")
+            suggestion = f"hvdlog grep -e {shlex.quote(path)} {where}" if pattern is None else f"hvdlog grep -e {shlex.quote(pattern + ' ' + path)} {where}"
+            fail(f"{path}: no such file or directory; did you mean `{suggestion}`?")
+
+
 def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the shared options; the command receives ``run: Run`` plus its own options."""
 
@@ -165,11 +219,14 @@ def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="IANA zone of the nodes' clocks, for Horovod's zone-less times [default: this machine's zone].",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print JSON documents, one per line.")
+    @click.option("--utc/--local", "utc", default=True, help="Print times in UTC, marked Z (default), or in this machine's zone with its offset.")
     @functools.wraps(command)
     def wrapper(**options: Any) -> Any:
+        show_local_time(not options.pop("utc"))
         if "args" in options:  # grep: [PATTERN] [PATH...]
             options["pattern"], options["paths"] = split_pattern(options.pop("args"), options.get("pattern"), bool(options["es_urls"]))
-        paths = options.pop("paths", ())
+            check_paths(options["paths"], options["pattern"])
+        paths = options.pop("paths", ()) or _default_root(options)
         run = Run(
             build_sources(
                 paths, options.pop("es_urls"), options.pop("index"), options.pop("timeout"), options.pop("tz"), options.pop("es_ca")

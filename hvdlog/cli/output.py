@@ -24,7 +24,7 @@ from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.query.spec import format_ranks
 from hvdlog.query.summary import one_line
 
-__all__ = ["Group", "Printer", "dedupe", "format_time", "json_line"]
+__all__ = ["Group", "Printer", "dedupe", "format_time", "json_line", "show_local_time"]
 
 _LEVEL_STYLES: Final = {
     "trace": "dim",
@@ -99,14 +99,28 @@ def json_line(value: Any) -> bytes:
         return orjson.dumps({"message": f"(document not printable as JSON: {error})"}, option=orjson.OPT_APPEND_NEWLINE)
 
 
+#: The zone times are printed in: UTC (``--utc``, the default) or this machine's (``--local``).
+_display = {"local": False}
+
+
+def show_local_time(local: bool) -> None:
+    """``--local``: print this machine's time with its offset; ``--utc`` (default): UTC, marked ``Z``."""
+    _display["local"] = local
+
+
 def format_time(value: object) -> str:
-    """``2026-11-29 15:47:55.123`` (UTC) from an ``@timestamp``; ``-`` when there is none."""
+    """``2026-11-29 15:47:55.123Z`` (UTC, marked) from an ``@timestamp``, or local time with its offset
+    (``+01:00``) after ``--local``; ``-`` when there is none."""
     millis = timestamp_millis(value)
     if millis is None:
         return "-"
     seconds, rest = divmod(millis, 1000)
     try:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}"
+        if not _display["local"]:
+            return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}Z"
+        local = time.localtime(seconds)
+        offset = time.strftime("%z", local)
+        return time.strftime("%Y-%m-%d %H:%M:%S", local) + f".{rest:03d}{offset[:3]}:{offset[3:]}"
     except (OverflowError, OSError, ValueError):  # a year no calendar function takes
         return "-"
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from hvdlog.cli.options import Run
 from hvdlog.cli.options import warn as _warn
 from hvdlog.cli.output import Printer
+from hvdlog.cli.pictures import bars
 from hvdlog.query.source import SourceError
 from hvdlog.timeline.analysis import TimelineAnalysis
 from hvdlog.timeline.evidence import culprits
@@ -62,6 +63,9 @@ def print_top(printer: Printer, job: str | None, analysis: TimelineAnalysis, top
             + ("YES: the others waited for it" if row.rank in named else ""),
             style="bold red" if row.rank in named else None,
         )
+    printer.text("  wait caused, by rank:")
+    for line in bars({row.rank: round(row.wait_caused_seconds, 3) for row in analysis.top_ranks(top)}, fancy=printer.stream.isatty(), unit=" s"):
+        printer.text(f"    {line}")
     printer.text(f"  {'tensor':<40} {'negot.':>6} {'wait caused s':>13}  by rank")
     for tensor in analysis.top_tensors(top):
         by_rank = ", ".join(f"{rank}: {seconds:.3g}" for rank, seconds in sorted(tensor.wait_caused.items(), key=lambda kv: -kv[1]))

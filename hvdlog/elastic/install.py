@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from hvdlog.elastic import connection, templates
 from hvdlog.fields import DATASETS
@@ -19,12 +19,33 @@ from hvdlog.fields import DATASETS
 if TYPE_CHECKING:
     from elasticsearch import Elasticsearch
 
-__all__ = ["ElasticsearchInstaller", "Outcome", "SetupError", "Step", "es_errors"]
+__all__ = ["MIN_PASSWORD_LENGTH", "WELL_KNOWN_PASSWORDS", "ElasticsearchInstaller", "Outcome", "SetupError", "Step", "es_errors", "password_problem"]
 
 Outcome = Literal["created", "updated", "unchanged", "skipped"]
 
 #: Privileges the installing user needs; named in the 403 message.
 _PRIVILEGES = "cluster privileges manage_index_templates and manage_ilm, and create_index on logs-horovod.*-*"
+
+
+#: Passwords refused by both installers: ``hvdlog install`` and the compose ``setup`` service
+#: (setup/setup.sh's ``WELL_KNOWN``; tests/elastic/test_one_installer.py keeps the two equal).
+WELL_KNOWN_PASSWORDS: Final = frozenset((
+    "changeme", "change_me", "changeit", "elastic", "elasticsearch", "kibana", "kibana_system", "logstash", "logstash_internal",
+    "password", "passw0rd", "secret", "admin", "root", "123456", "12345678", "123456789", "qwerty", "letmein", "hvdlog", "horovod", "test",
+))
+MIN_PASSWORD_LENGTH: Final = 12
+
+
+def password_problem(name: str, value: str | None) -> str | None:
+    """Why ``value`` is refused as a password (setup.sh's rule exactly: empty, well known, short), or None."""
+    folded = "".join((value or "").lower().split())
+    if not folded:
+        return f"{name} is empty"
+    if folded in WELL_KNOWN_PASSWORDS:
+        return f"{name} is a well-known password: choose another"
+    if len(value or "") < MIN_PASSWORD_LENGTH:
+        return f"{name} is shorter than {MIN_PASSWORD_LENGTH} characters"
+    return None
 
 
 class SetupError(Exception):

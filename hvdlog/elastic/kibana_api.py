@@ -17,11 +17,13 @@ from typing import Any, Final
 from hvdlog.elastic.connection import ElasticsearchError, plain_http_warning, split_url
 from hvdlog.elastic.install import SetupError
 
-__all__ = ["IMPORT_PATH", "STATUS_PATH", "KibanaClient"]
+__all__ = ["IMPORT_PATH", "REFUSED_GRACE_S", "STATUS_PATH", "KibanaClient"]
 
 STATUS_PATH: Final = "/api/status"
 IMPORT_PATH: Final = "/api/saved_objects/_import?overwrite=true"
 _POLL_S: Final = 2.0
+#: Seconds of "connection refused" after which waiting for Kibana stops: a starting Kibana binds its port early.
+REFUSED_GRACE_S: Final = 30.0
 
 
 class KibanaClient:
@@ -84,7 +86,9 @@ class KibanaClient:
 
         deadline = time.monotonic() + timeout_s
         last = "no answer yet"
+        refused_since: float | None = None
         while True:
+            refused = False
             try:
                 status, body = self._send("GET", STATUS_PATH)
                 levels = body.get("status", {}) if isinstance(body, dict) else {}
@@ -97,6 +101,14 @@ class KibanaClient:
             except urllib3.exceptions.HTTPError as exc:
                 cause = getattr(exc, "reason", None) or exc  # MaxRetryError wraps the real one
                 last = f"{type(cause).__name__}: {cause}"
+                refused = "refused" in str(cause).lower()
+            # Nothing listening is not a Kibana still starting (that one accepts and answers 503): give up early.
+            refused_since = (refused_since or time.monotonic()) if refused else None
+            if refused_since is not None and time.monotonic() - refused_since >= REFUSED_GRACE_S:
+                raise SetupError(
+                    f"nothing listens at {self.url}: the connection was refused for {REFUSED_GRACE_S:.0f} s;"
+                    " is Kibana running, and are the host and port right?"
+                )
             if time.monotonic() >= deadline:
                 raise SetupError(
                     f"cannot reach Kibana at {self.url} as available within {timeout_s:.0f} s ({last}):"

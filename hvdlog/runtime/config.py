@@ -115,7 +115,8 @@ def _console_sink(fd: int, redactor: Redactor | None) -> Callable[[dict[str, Any
         if console_off.is_set():
             return
         step = event.get("step")
-        where = f"rank {event.get('rank')}" + (f" step {step}" if step is not None else "")
+        rank = event.get("rank")  # None outside a launcher: shown as "-", never "None"
+        where = f"rank {'-' if rank is None else rank}" + (f" step {step}" if step is not None else "")
         line = f"{event['@timestamp'][11:23]} {event['log.level'].upper():8} [{where}] {event['message']}\n"
         with contextlib.suppress(Exception):  # the console is a courtesy, never a failure
             data = line.encode(errors="replace")

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,6 +36,10 @@ TIMELINE_FILE: Final = "horovod-timeline.json"
 #: First segment ``horovod-timeline.json``, then ``horovod-timeline.<n>.json``.
 SEGMENT_PATTERN: Final = re.compile(r"^horovod-timeline(?:\.(\d+))?\.json$")
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
+#: At shutdown the export repeats until the timeline has not grown for this long (Horovod's writer thread lags)...
+SETTLE_S: Final = 0.15
+#: ...but never longer than this: shutdown stays well under a second.
+SETTLE_MAX_S: Final = 0.5
 
 
 
@@ -93,12 +98,36 @@ class TimelineCapture(Periodic):
         self.start_thread("hvdlog-timeline")
 
     def stop(self) -> None:
-        """Stop the size watch, export what is left (Horovod closes the file at its own shutdown)."""
+        """Stop the size watch, export what is left (Horovod closes the file at its own shutdown).
+
+        Horovod's timeline writer is a thread with a queue: the last collectives before
+        shutdown reach the file a moment later. So the export repeats until the file has not
+        grown for :data:`SETTLE_S` (at most :data:`SETTLE_MAX_S`, on the writing rank only).
+        """
         self.stop_thread()
         with contextlib.suppress(Exception):  # shutdown of a logging helper must not raise
             self._export()
+            self._settle()
         if self._writer is not None:
             self._writer.close()
+
+    def _settle(self) -> None:
+        """Export again until the timeline stops growing (bounded; only where this rank exported)."""
+        if self._follower is None:
+            return
+        deadline = time.monotonic() + SETTLE_MAX_S
+        size, still_since = -1, time.monotonic()
+        while time.monotonic() < deadline:
+            try:
+                now = self._follower.path.stat().st_size
+            except OSError:
+                return
+            if now != size:
+                size, still_since = now, time.monotonic()
+                self._export()
+            elif time.monotonic() - still_since >= SETTLE_S:
+                return
+            time.sleep(0.02)
 
     def tick(self) -> bool:
         """One size check and export (the thread stops on ranks that do not write the timeline)."""

@@ -13,8 +13,9 @@ from hvdlog.timeline_format.documents import records_from_documents
 
 __all__ = ["NEGOTIATIONS", "from_documents", "from_paths"]
 
-#: The stored documents an analysis needs: one per negotiation (hvdlog/timeline_format/documents.py).
-NEGOTIATIONS = (Condition("event.action", ("negotiation",)),)
+#: The stored documents an analysis needs: one per negotiation and one per collective run, whose
+#: phases (queue, memcpy, communication) the negotiations do not carry (hvdlog/timeline_format/documents.py).
+NEGOTIATIONS = (Condition("event.action", ("negotiation", "operation")),)
 
 
 def from_documents(docs: Iterable[Document]) -> dict[str | None, TimelineAnalysis]:

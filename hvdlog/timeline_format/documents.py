@@ -25,7 +25,7 @@ import orjson
 
 from hvdlog.documents import get_field
 from hvdlog.timeline_format.reader import read_events
-from hvdlog.timeline_format.records import Negotiation, OperationRun, RecordBuilder, phase_class
+from hvdlog.timeline_format.records import PHASES, Negotiation, OperationRun, RecordBuilder, phase_class
 
 __all__ = ["DATASET", "EXPORT_FILE", "TimelineFollower", "documents", "export_line", "job_and_host", "records_from_documents"]
 
@@ -79,10 +79,24 @@ def documents(records: Iterable[Negotiation | OperationRun], job: str | None, ho
         yield doc
 
 
-def records_from_documents(docs: Iterable[dict[str, Any]]) -> Iterator[Negotiation]:
-    """Negotiations back from stored documents (flat or nested), for analyses over Elasticsearch."""
+def _run_from_document(doc: dict[str, Any]) -> OperationRun | None:
+    """A collective run back from its document: seconds per phase class (queue, memcpy, communication)."""
+    start = get_field(doc, "horovod.timeline.start_us")
+    if not isinstance(start, int):
+        return None
+    duration = get_field(doc, "event.duration")
+    end = start + (duration // 1000 if isinstance(duration, int) else 0)
+    phases = {name: float(seconds) for name in PHASES if isinstance(seconds := get_field(doc, f"horovod.timeline.{name}_seconds"), (int, float))}
+    return OperationRun(str(get_field(doc, "horovod.timeline.tensor")), str(get_field(doc, "horovod.timeline.operation")), start, end, phases)
+
+
+def records_from_documents(docs: Iterable[dict[str, Any]]) -> Iterator[Negotiation | OperationRun]:
+    """Negotiations and collective runs back from stored documents (flat or nested), for analyses over Elasticsearch."""
     for doc in docs:
-        if get_field(doc, "event.action") != "negotiation":
+        action = get_field(doc, "event.action")
+        if action == "operation" and (run := _run_from_document(doc)) is not None:
+            yield run
+        if action != "negotiation":
             continue
         start = get_field(doc, "horovod.timeline.start_us")
         seconds = get_field(doc, "horovod.timeline.negotiation_seconds")

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from hvdlog.timeline_format.reader import ReadStats, read_events
 
-__all__ = ["NEGOTIATE_PREFIX", "PHASE_CLASSES", "Negotiation", "OperationRun", "RecordBuilder", "negotiations_and_runs", "phase_class"]
+__all__ = ["NEGOTIATE_PREFIX", "PHASES", "PHASE_CLASSES", "Negotiation", "OperationRun", "RecordBuilder", "negotiations_and_runs", "phase_class"]
 
 NEGOTIATE_PREFIX: Final = "NEGOTIATE_"
 #: Activity name -> the phase it belongs to; anything else inside an operation is communication.
@@ -31,10 +31,16 @@ PHASE_CLASSES: Final = {
 }
 
 
+#: The phase classes; a stored document names them (``horovod.timeline.memcpy_seconds``), and each is its own class.
+PHASES: Final = ("queue", "memcpy", "communication")
+
+
 def phase_class(name: str) -> str:
-    """negotiation, queue, memcpy or communication, for an event name of the timeline."""
-    if name.startswith(NEGOTIATE_PREFIX):
+    """negotiation, queue, memcpy or communication, for an event name of the timeline (or a class name)."""
+    if name.startswith(NEGOTIATE_PREFIX) or name == "negotiation":
         return "negotiation"
+    if name in PHASES:
+        return name
     return PHASE_CLASSES.get(name, "communication")
 
 

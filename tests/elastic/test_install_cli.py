@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from email.parser import BytesParser
 from email.policy import default as email_policy
@@ -130,11 +131,27 @@ class TestErrors:
         assert f"waiting for Kibana at {url} to be available (up to 1 s)" in result.stderr  # said before the wait
         assert "Traceback" not in result.stderr
 
+    def test_refused_kibana_ends_before_the_timeout(self) -> None:
+        """Nothing listens at Kibana's port: the wait ends after the refusal grace, not the 300 s timeout."""
+        from hvdlog.elastic.install import SetupError
+        from hvdlog.elastic.kibana_api import REFUSED_GRACE_S, KibanaClient
+
+        url = f"http://127.0.0.1:{_closed_port()}"
+        started = time.monotonic()
+        with pytest.raises(SetupError, match=r"nothing listens at .*connection was refused"):
+            KibanaClient(url, username="u", password="p" * 12).wait_available(300)
+        assert REFUSED_GRACE_S <= time.monotonic() - started < REFUSED_GRACE_S + 60
+
+    def test_kibana_timeout_has_a_variable(self) -> None:
+        """Every install option reads HVDLOG_<NAME>, --kibana-timeout too."""
+        assert "HVDLOG_KIBANA_TIMEOUT" in _hvdlog("install", "--help").stdout
+
     @pytest.mark.parametrize(
         ("args", "message"),
         [
-            (["--es-username", "elastic", "--es-password", "changeme"], "other than empty or 'changeme'"),
-            (["--es-username", "elastic"], "other than empty or 'changeme'"),
+            (["--es-username", "elastic", "--es-password", "changeme"], "is a well-known password"),
+            (["--es-username", "elastic"], "is empty"),
+            (["--es-username", "elastic", "--es-password", "short-pw"], "is shorter than 12 characters"),
             (["--namespace", "Bad-Name"], "namespace 'Bad-Name' is not valid"),
             (["--replicas", "-1"], "--replicas"),
             (["--retention-days", "0"], "--retention-days"),

@@ -118,6 +118,15 @@ class TestFirstRun:
             assert f"issued {name}/{name}.crt" in stderr
         assert "issued filebeat/node1/filebeat.crt for node node1 (CN=node1" in stderr
 
+    def test_the_two_cas_have_their_own_subjects(self, fresh: tuple[Path, str]) -> None:
+        """The stack CA and the Filebeat client CA are told apart by name, and each issues what it should."""
+        out, _ = fresh
+        assert common_name(out / "ca" / "ca.crt") == "hvdlog stack CA"
+        assert common_name(out / "filebeat-ca" / "ca.crt") == "hvdlog Filebeat client CA"
+        assert "hvdlog stack CA" in x509(out / "logstash" / "logstash.crt", "-issuer")
+        client = next((out / "filebeat").glob("*/filebeat.crt"))
+        assert "hvdlog Filebeat client CA" in x509(client, "-issuer")
+
     def test_cert_days(self, fresh: tuple[Path, str]) -> None:
         """CERT_DAYS sets the validity of the CAs and certificates."""
         out, _ = fresh

@@ -146,3 +146,26 @@ class TestOnElasticsearch:
         for rank in (0, 1):
             expected = from_file.rank(rank).to_json()  # type: ignore[union-attr]
             assert {k: rows[rank]["timeline"][k] for k in expected} == pytest.approx(expected, abs=2e-6)
+
+
+def test_stored_documents_keep_every_phase() -> None:
+    """The documents Elasticsearch stores give the same time per phase as the file (communication and memcpy too)."""
+    from hvdlog.timeline.analysis import summarise
+    from hvdlog.timeline_format.documents import records_from_documents
+
+    whole = analyse_files([CAPTURE])
+    shipped = summarise(records_from_documents(exported()))
+    assert {"communication", "memcpy", "negotiation"} <= set(whole.phases)
+    assert shipped.phases == pytest.approx(whole.phases, abs=1e-3)
+
+
+@pytest.mark.elasticsearch
+def test_timeline_over_elasticsearch_shows_the_phases(es_url: str, indexed: list[dict[str, Any]]) -> None:
+    """`hvdlog timeline --es` prints the phases the files show."""
+    result = subprocess.run(
+        [sys.executable, "-m", "hvdlog", "timeline", "--json", "--es", es_url, "--index", f"logs-horovod.*-{NAMESPACE}", "--job", JOB],
+        capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    (doc,) = map(orjson.loads, result.stdout.splitlines())
+    assert doc["timeline"]["phases"] == pytest.approx(analyse_files([CAPTURE]).to_json()["phases"], abs=1e-3)

@@ -1,0 +1,86 @@
+"""``hvdlog jobs``: every job under a root, or in the cluster, newest activity first."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hvdlog.cli.options import EXIT_FOUND, EXIT_NOTHING, fail, warn
+from hvdlog.cli.output import Printer, format_time
+from hvdlog.layout import DEFAULT_ROOT
+from hvdlog.query.jobs import JobRow, from_aggregation, from_files, jobs_query
+from hvdlog.query.spec import Condition, Filter, format_ranks
+
+__all__ = ["jobs"]
+
+
+def _size(value: int | None) -> str:
+    if value is None:
+        return "unknown"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value} B"
+
+
+def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[JobRow]:
+    from hvdlog.query.es import ElasticsearchSource
+    from hvdlog.query.failures import FAILURE_EVENTS
+    from hvdlog.query.source import SourceError
+
+    source = ElasticsearchSource(url, index=index, timeout=timeout, warn=warn, ca_certs=es_ca)
+    try:
+        es = source._client()
+        with source._errors("aggregating jobs in"):
+            response = es.search(index=index, size=0, aggs=jobs_query(), ignore_unavailable=True)
+        return from_aggregation(
+            dict(response), lambda job: list(source.search(Filter(jobs=(job,), any_of=(Condition("log.level", min_level="error"), *FAILURE_EVENTS[1:])))),
+            source.label,
+        )
+    except SourceError as exc:
+        fail(f"{source.label}: {exc}")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("roots", nargs=-1, metavar="[ROOT]...")
+@click.option("--es", "es_url", metavar="URL", help="List the jobs in Elasticsearch at URL instead (credentials: HVDLOG_ES_* env).")
+@click.option("--es-ca", type=click.Path(exists=True, dir_okay=False), envvar="HVDLOG_ES_CA", show_envvar=True, help="CA bundle (PEM) for HTTPS.")
+@click.option("--index", default="logs-horovod.*-*", show_default=True, help="Index pattern on Elasticsearch.")
+@click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds to wait for Elasticsearch.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON document per job.")
+def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: str, timeout: float, as_json: bool) -> None:
+    """Every job under ROOT (default ./hvdlog-logs) or in the cluster: ranks, hosts, first and last time, size, status.
+
+    Newest activity first. The status is running / finished / failed / recovered with how
+    sure and why; `hvdlog report` tells the whole story of one job. Exit 0 when a job was
+    found, 1 when none, 2 on an error.
+    """
+    if es_url:
+        rows = _from_es(es_url, index, timeout, es_ca)
+    else:
+        if not roots:
+            if not Path(DEFAULT_ROOT).is_dir():
+                fail(f"give a root, or run where {DEFAULT_ROOT}/ is")
+            roots = (DEFAULT_ROOT,)
+        missing = [root for root in roots if not Path(root).exists()]
+        if missing:
+            fail(f"{missing[0]}: no such file or directory")
+        rows = from_files(roots, warn)
+    printer = Printer(as_json=as_json)
+    if rows and not as_json:
+        printer.text(f"{'job':<28} {'ranks':>5} {'hosts':<16} {'first':<24} {'last':<24} {'size':>9}  status")
+    for row in rows:
+        if as_json:
+            printer.json(row.to_json())
+            continue
+        hosts = ",".join(row.hosts[:2]) + (f"+{len(row.hosts) - 2}" if len(row.hosts) > 2 else "") or "-"
+        state = f"{row.status['state']} ({row.status['confidence']})"
+        printer.text(
+            f"{str(row.job)[:28]:<28} {len(row.ranks):>5} {hosts[:16]:<16} {format_time(row.first):<24} {format_time(row.last):<24} "
+            f"{_size(row.size_bytes):>9}  {state}: {row.status['reasoning']}",
+            style={"failed": "bold red", "running": "cyan"}.get(row.status["state"]),
+        )
+        if len(row.ranks) and not as_json and format_ranks(row.ranks) != f"0-{len(row.ranks) - 1}":
+            printer.text(f"{'':<28} ranks {format_ranks(row.ranks)}")
+    raise SystemExit(EXIT_FOUND if rows else EXIT_NOTHING)

@@ -1,0 +1,103 @@
+"""``hvdlog report``: the 3 a.m. command, one screen per job from one read of the logs.
+
+In this order: the job (ranks, hosts, time span, last step, how it ended), the first
+failure and why, the stall episodes, the stragglers, the timeline's verdict, resources.
+Each section is a line or two and the command that shows more. ``--json``: the same, one
+document per job. The analyses are :mod:`hvdlog.query.report`'s adapters over the existing ones.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import click
+
+from hvdlog.cli.options import Run, fail, source_options
+from hvdlog.cli.output import Printer, format_time
+from hvdlog.cli.pictures import sparkline
+from hvdlog.cli.timeline_output import timeline_analyses
+from hvdlog.query.report import collect, report
+from hvdlog.query.spec import format_ranks
+from hvdlog.timeline.evidence import culprits
+
+__all__ = ["more_command", "report_command"]
+
+_STATE_STYLE = {"failed": "bold red", "recovered": "yellow", "running": "cyan", "finished": "green", "unknown": "yellow"}
+_SECTIONS = (
+    ("first failure", "first_failure", "first-failure"),
+    ("stalls", "stalls", "stalls"),
+    ("stragglers", "stragglers", "stragglers"),
+    ("timeline", "timeline", "timeline"),
+    ("resources", "resources", "stragglers"),
+)
+
+
+def more_command(run: Run, command: str, job: str | None, several: bool) -> str:
+    """The command that shows a section in full, spelled with the same sources as this run."""
+    from hvdlog.query.es import ElasticsearchSource
+    from hvdlog.query.files import FileSource
+
+    words = ["hvdlog", command]
+    for source in run.sources:
+        if isinstance(source, FileSource):
+            words += [str(path) for path in source.paths]
+        elif isinstance(source, ElasticsearchSource):
+            words += ["--es", source.label.removeprefix("elasticsearch ")]
+            several = True
+    if job is not None and several:
+        words += ["--job", job]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+@click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@source_options
+def report_command(run: Run, **_: object) -> None:
+    """One screen per job: how it ended, the first failure and why, stalls, stragglers, the timeline's verdict, resources.
+
+    The logs are read once for every section; each section names the command that shows
+    more. Exit 0 when a report was made, 1 when no event matched, 2 on an error.
+    """
+    from hvdlog.query.es import ElasticsearchSource
+
+    if not run.spec.jobs and any(isinstance(source, ElasticsearchSource) for source in run.sources):
+        fail("over Elasticsearch, name the job: --job J (`hvdlog jobs --es URL` lists them)")
+    facts, kept = collect(run.documents())
+    timelines = timeline_analyses(run)
+    reports = report(facts, kept, timelines, culprits, run.spec)
+    printer = Printer(as_json=run.as_json)
+    for item in reports:
+        item["more"] = {key: more_command(run, command, item["job"], len(reports) > 1) for _, key, command in _SECTIONS}
+        if run.as_json:
+            printer.json(item)
+        else:
+            _print(printer, item)
+    run.exit(bool(reports))
+
+
+def _span(item: dict[str, Any]) -> str:
+    first, last = format_time(item["first"]), format_time(item["last"])
+    return f"{first} to {last}" if first != "-" else "no time recorded"
+
+
+def _print(printer: Printer, item: dict[str, Any]) -> None:
+    ranks = item["ranks"]
+    size = f"{len(ranks)} of {item['size']} ranks" if item["size"] and item["size"] != len(ranks) else f"{len(ranks)} ranks"
+    hosts = ", ".join(item["hosts"][:3]) + (f" +{len(item['hosts']) - 3}" if len(item["hosts"]) > 3 else "") or "host unknown"
+    status = item["status"]
+    step = f"last step {item['last_step']}" if item["last_step"] is not None else "no step"
+    printer.text(f"job {item['job']}: {size} ({format_ranks(ranks) or '-'}) on {hosts}, {_span(item)}, {step}")
+    printer.text(f"  {status['state'].upper()} ({status['confidence']}): {status['reasoning']}", style=_STATE_STYLE.get(status["state"]))
+    for title, key, _ in _SECTIONS:
+        section = item.get(key) or {"summary": "none: no rank failed"}
+        printer.text(f"  {title:<14} {section['summary']}   (more: {item['more'][key]})",
+                     style="red" if key == "first_failure" and item.get(key) else None)
+        if key == "first_failure" and section.get("reasoning") and section["reasoning"] not in section["summary"]:
+            printer.text(f"  {'':<14} why ({section['confidence']}): {section['reasoning']}")
+        if key == "stragglers" and section["progress"]:
+            progress = section["progress"]
+            tallest = max((v for v in progress.values() if v is not None), default="?")
+            line = sparkline(progress, fancy=printer.stream.isatty())
+            printer.text(f"  {'':<14} step by rank {format_ranks(list(progress))}: {line}  (tallest = step {tallest})")
+

@@ -1,0 +1,159 @@
+"""``hvdlog jobs``: every job under a root or in the cluster, newest activity first.
+
+The first question on a root with hundreds of jobs, so it reads little: over files, the
+layout's paths give job, host and rank, ``stat`` gives the size, the first and last line of
+each ``.jsonl`` give the time span, and only the error and critical lines (a needle scan) are
+parsed for the status. Over Elasticsearch one aggregation by ``job`` gives the same figures
+(size on disk is not per job there: "size unknown"). Only jobs with errors are analysed
+further, by :func:`hvdlog.query.failures.first_failure`; the status rule is the report's
+(:func:`hvdlog.query.report.job_status`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from hvdlog.documents import Document, timestamp_millis
+from hvdlog.layout import parse_path, path_rank, walk
+from hvdlog.query.failures import first_failure
+from hvdlog.query.report import JobFacts, failure_section, iso, job_status
+from hvdlog.query.spec import Filter
+
+__all__ = ["JobRow", "from_aggregation", "from_files", "jobs_query"]
+
+#: Bytes read from the end of a file to find its last line.
+_TAIL: Final = 65536
+
+
+@dataclass
+class JobRow:
+    """One job's line in ``hvdlog jobs``."""
+
+    job: str | None
+    ranks: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    first: str | None = None
+    last: str | None = None
+    size_bytes: int | None = None
+    files: int | None = None
+    status: dict[str, str] = field(default_factory=dict)
+    #: Where the job was found: a directory, or the cluster's URL.
+    where: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields, for ``--json``."""
+        return asdict(self)
+
+
+def _edge_times(path: Path) -> tuple[int | None, int | None]:
+    """Times of the first and last lines of a ``.jsonl`` file (None when unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline()
+            handle.seek(max(0, os.fstat(handle.fileno()).st_size - _TAIL))
+            lines = handle.read().rstrip(b"\n").rsplit(b"\n", 1)
+    except OSError:
+        return None, None
+    return _time_of(first), _time_of(lines[-1])
+
+
+def _time_of(line: bytes) -> int | None:
+    try:
+        doc = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return timestamp_millis(doc.get("@timestamp")) if isinstance(doc, dict) else None
+
+
+def _job_of(path: Path, root: Path) -> str:
+    """The job a file belongs to: our layout's, else the first folder under the root."""
+    found = parse_path(path)
+    if found is not None:
+        return found.job
+    relative = path.relative_to(root).parts if root.is_dir() and path.is_relative_to(root) else ()
+    return relative[0] if len(relative) > 1 else root.name
+
+
+def from_files(roots: Iterable[str | Path], warn: Callable[[str], None], now: float | None = None) -> list[JobRow]:
+    """Every job under the roots (files named directly count as their own job)."""
+    # Keyed by root too: the same job name under two roots is two runs, not one.
+    groups: dict[tuple[str, str], list[Path]] = {}
+    where: dict[tuple[str, str], Path] = {}
+    for root in map(Path, roots):
+        for path in walk([root], warn):
+            key = (str(root), _job_of(path, root))
+            groups.setdefault(key, []).append(path)
+            where.setdefault(key, root / key[1] if root.is_dir() and (root / key[1]).is_dir() else path.parent)
+    rows = [_file_row(key[1], files, str(where[key]), warn, now) for key, files in groups.items()]
+    return sorted(rows, key=lambda row: row.last or "", reverse=True)
+
+
+def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], None], now: float | None) -> JobRow:
+    from hvdlog.query.files import FileSource
+
+    facts = JobFacts(job)
+    size = 0
+    for path in files:
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        size += stat.st_size
+        if (rank := path_rank(path)) is not None:
+            facts.ranks.add(rank)
+        if (parsed := parse_path(path)) is not None:
+            facts.hosts.add(parsed.host)
+        first, last = _edge_times(path) if path.name.endswith(".jsonl") else (None, None)
+        last = last or int(stat.st_mtime * 1000)
+        facts.first_ms = first if facts.first_ms is None or (first is not None and first < facts.first_ms) else facts.first_ms
+        facts.last_ms = max(facts.last_ms or 0, last)
+    errors = list(FileSource(files, warn=lambda _m: None).search(Filter(min_level="error")))
+    return _row(facts, errors, size, len(files), where, now)
+
+
+def _row(facts: JobFacts, errors: list[Document], size: int | None, files: int | None, where: str, now: float | None) -> JobRow:
+    """The row of one job; the failure analysis runs only when it has errors."""
+    reports = first_failure(errors) if errors else []
+    failure = failure_section(reports[0].to_json()) if reports else None
+    return JobRow(
+        facts.job, sorted(facts.ranks), sorted(facts.hosts), iso(facts.first_ms), iso(facts.last_ms),
+        size, files, job_status(facts, failure, now), where,
+    )
+
+
+def jobs_query(size: int = 10000) -> dict[str, Any]:
+    """The aggregation: per job, time span, ranks, hosts, error count; newest first."""
+    return {
+        "jobs": {
+            "terms": {"field": "job", "size": size, "order": {"last": "desc"}},
+            "aggs": {
+                "first": {"min": {"field": "@timestamp"}},
+                "last": {"max": {"field": "@timestamp"}},
+                "ranks": {"terms": {"field": "rank", "size": 4096}},
+                "hosts": {"terms": {"field": "host.name", "size": 256}},
+                "errors": {"filter": {"terms": {"log.level": ["error", "critical"]}}},
+            },
+        }
+    }
+
+
+def from_aggregation(
+    response: dict[str, Any], errors_of: Callable[[str], list[Document]], where: str, now: float | None = None
+) -> list[JobRow]:
+    """Rows from :func:`jobs_query`'s answer; ``errors_of(job)`` fetches a failing job's errors."""
+    rows = []
+    for bucket in response.get("aggregations", {}).get("jobs", {}).get("buckets", []):
+        facts = JobFacts(str(bucket["key"]))
+        facts.ranks = {int(b["key"]) for b in bucket["ranks"]["buckets"]}
+        facts.hosts = {str(b["key"]) for b in bucket["hosts"]["buckets"]}
+        facts.first_ms = int(bucket["first"]["value"]) if bucket["first"].get("value") is not None else None
+        facts.last_ms = int(bucket["last"]["value"]) if bucket["last"].get("value") is not None else None
+        errors = errors_of(str(bucket["key"])) if bucket["errors"]["doc_count"] else []
+        rows.append(_row(facts, errors, None, None, where, now))
+    return rows
