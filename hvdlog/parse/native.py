@@ -21,7 +21,7 @@ from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import compile_pattern
-from hvdlog.parse.stalls import StallBlock, is_continuation, stall_header_seconds, stall_op_fields
+from hvdlog.parse.stalls import StallBlock, is_continuation, is_cut_header, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
 
 __all__ = ["CORE_DATASET", "LAUNCHER_DATASET", "Chatter", "NativeParser", "parse_chatter"]
@@ -74,7 +74,7 @@ def parse_chatter(value: str | int) -> Chatter:
 class _Stream:
     """What one (rank, stream, file) has open: a multi-line event and its last time."""
 
-    __slots__ = ("base", "chatter_seen", "fields", "kind", "last_time", "lines", "message_from", "order", "pending", "stall", "started")
+    __slots__ = ("base", "chatter_seen", "fields", "kind", "last_time", "lines", "message_from", "order", "pending", "stall", "started", "torn")
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
@@ -88,6 +88,7 @@ class _Stream:
         self.chatter_seen = 0
         self.message_from = 0  # index in lines after the exception line: its message goes on there
         self.order = 0  # when the open event began, among all streams (close() emits in that order)
+        self.torn: str | None = None  # a core header whose line another thread's line cut off (see _torn)
 
 
 class NativeParser:
@@ -139,6 +140,8 @@ class NativeParser:
 
     def _feed_stream(self, stream: _Stream, payload: str) -> list[Document]:
         """``payload`` into its own stream: continue the open event, or close it and begin."""
+        if payload[:1] == "[" or stream.torn is not None:
+            payload = _torn(stream, payload)
         if stream.kind is None:
             doc = self._begin(stream, payload)
             return _NOTHING if doc is None else [doc]
@@ -315,6 +318,9 @@ class NativeParser:
             stream.fields = _EXCEPTION.match(line) or {"error.message": line}
             stream.message_from = 1
             return None
+        headless = _headless_stall(line, self.size)
+        if headless is not None:
+            return self._document(stream, headless)
         if line[:1] in (" ", "\t"):  # a frame's code line whose `File` line was cut off? The next line says.
             stream.kind, stream.lines, stream.started = "code", [line], stream.last_time
             self._held = stream
@@ -357,9 +363,9 @@ class NativeParser:
                 size = _SIZE.match(message)
                 if size is not None:
                     self.size = size["size"]
-        elif message.startswith("One or more tensors"):
+        elif message.startswith("One or m"):
             seconds = stall_header_seconds(message)
-            if seconds is not None:
+            if seconds is not None or is_cut_header(message):
                 stream.kind, stream.stall, stream.fields = "stall", StallBlock(message, seconds), fields
                 stream.started = stream.last_time
                 return None
@@ -375,3 +381,36 @@ class NativeParser:
             flat["@timestamp"] = time
         flat.pop("@metadata.hvd.launcher_time", None)
         return nest(flat)
+
+
+# --- line repairs (small and separate: the block grammar around them is data elsewhere) ------
+
+
+def _torn(stream: _Stream, payload: str) -> str:
+    """Rejoin a core line another thread wrote into: Horovod's two threads share stderr, so
+    ``[..: I operations.cc:689] [..: D operations.cc:906] Background thread init done`` is
+    the second thread's whole line behind the first's header, and the first's rest
+    (``[1]: Horovod initialized``) comes on the next line. The outer header is kept aside
+    and put before the stream's next headless line; the inner line is read as it is."""
+    if stream.torn is not None and _CORE_REGEX.match(payload) is None:
+        payload, stream.torn = stream.torn + payload, None
+        return payload
+    core = _CORE_REGEX.match(payload)
+    if core is None or core[_G_RANK] is not None or not core[_G_MESSAGE].startswith("["):
+        return payload
+    if _CORE_REGEX.match(core[_G_MESSAGE]) is None:
+        return payload
+    stream.torn = payload[: core.start(_G_MESSAGE)]
+    return core[_G_MESSAGE]
+
+
+def _headless_stall(line: str, size: int | None) -> dict[str, Any] | None:
+    """A stall report's per-tensor line whose header was lost (scrollback, a cut capture,
+    another rank's output between): ``<tensor> [missing ranks: 0, 1, 3]`` alone is still
+    a stall report of those ranks."""
+    if "ranks: " not in line or _OPS_LINE.match(line.lstrip(" ")) is None:
+        return None
+    fields = stall_op_fields(line.strip(), size)
+    fields.update({"message": line.strip(), "log.level": "warning", "event.dataset": CORE_DATASET,
+                   "event.action": "stall", "horovod.stall.source": "inspector", "horovod.stall.shutdown": False})
+    return fields
