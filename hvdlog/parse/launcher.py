@@ -81,7 +81,7 @@ def _strip_tag(line: str) -> Tagged:
     fields = _COLLECTOR.match(line)
     if fields is not None:
         return Tagged(fields.pop(_PAYLOAD, ""), {})
-    if "] " in head:
+    if "] " in head or "Traceback" in head or "*** SIG" in head:
         fields = _PREFIXED_CORE.match(line)
         if fields is not None:
             prefix = fields[_PREFIX]

@@ -53,6 +53,8 @@ _TERMINATE: Final = compile_pattern("HOROVOD_TERMINATE")
 _WHAT: Final = compile_pattern("HOROVOD_TERMINATE_WHAT")
 _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
+_LAUNCH_SIZE: Final = compile_pattern("HOROVOD_LAUNCH_SIZE")
+_BROKEN: Final = compile_pattern("HOROVOD_BROKEN_LINE").regex
 _LEVELS: Final = HOROVOD_LEVEL_LETTERS
 _QUIET_LETTERS: Final = frozenset("TD")
 _NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated
@@ -332,9 +334,12 @@ class NativeParser:
         known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
         if known is not None:
             return self._document(stream, known, time)
-        return self._document(
-            stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}, time
-        )
+        if self.size is None and "-n" in line:
+            self.size = _launch_size(line)
+        fields: dict[str, Any] = {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET}
+        if _BROKEN.search(line) is not None:  # a print is no parse failure; a torn or garbled line is
+            fields["tags"] = [PARSE_FAILURE_TAG]
+        return self._document(stream, fields, time)
 
     def _core(self, stream: _Stream, core: Any) -> Document | None:
         letter = core[_G_LEVEL]
@@ -414,3 +419,9 @@ def _headless_stall(line: str, size: int | None) -> dict[str, Any] | None:
     fields.update({"message": line.strip(), "log.level": "warning", "event.dataset": CORE_DATASET,
                    "event.action": "stall", "horovod.stall.source": "inspector", "horovod.stall.shutdown": False})
     return fields
+
+
+def _launch_size(line: str) -> int | None:
+    """The job size a launcher's command line gives (``mpirun -np 4 ...``), if ``line`` is one."""
+    found = _LAUNCH_SIZE.search(line)
+    return None if found is None else int(found["size"])
