@@ -90,7 +90,7 @@ def parse_lines(
                 yield from parser.close()
             return
     from hvdlog.parse.arrival import split_arrival
-    from hvdlog.parse.launcher import PrefixMemory, TagSplitter, path_fields, visible
+    from hvdlog.parse.launcher import PrefixMemory, TagSplitter, path_fields
 
     native = parser or _native_parser(timezone, chatter, size)
     base: dict[str, Any] = {}

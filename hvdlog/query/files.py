@@ -275,7 +275,8 @@ class FileSource:
                 self._error(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
         self.parse_failures += failures
         if failures:
-            self.warn(f"{failures} line(s) could not be parsed; they are kept with tag {PARSE_FAILURE_TAG}")
+            self.warn(f"{failures} line(s) could not be parsed (torn or garbled; prints are not counted); "
+                      f"they are kept with tag {PARSE_FAILURE_TAG}: list them with `hvdlog grep --unparsed PATH`")
         if not readable and files:
             raise SourceError("none of the log files could be read")
 

@@ -180,7 +180,7 @@ def interleaved(files: Files, rng: random.Random) -> Variant | None:
                 continue
             others = [t for t in tags if t[1] != own[1]]
             tag, _rank = others[rng.randrange(len(others))]
-            if tag.endswith(b"<stdout>:") or tag.endswith(b"<stderr>:"):
+            if tag.endswith((b"<stdout>:", b"<stderr>:")):
                 tag = tag[: tag.rindex(b"<")] + b"<stdout>:"
             result.append(tag + f"progress: sample {number * 32} of 60000".encode())
             touched = True
