@@ -13,7 +13,7 @@ from hvdlog.cli.options import Run, source_options, warn
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.cli.text import sentence
 from hvdlog.documents import Document, sort_key
-from hvdlog.fields import LEVELS
+from hvdlog.fields import LEVELS, PARSE_FAILURE_TAG
 from hvdlog.query.echoes import drop_echoes
 from hvdlog.query.source import Source, SourceError
 from hvdlog.query.spec import Filter, FilterError
@@ -39,6 +39,7 @@ __all__ = ["grep"]
 @click.option("--no-dedupe", is_flag=True, help="Print every event, even identical ones from several ranks.")
 @click.option("--window", default=2.0, show_default=True, type=float, help="Seconds within which identical messages collapse.")
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR).")
+@click.option("--unparsed", is_flag=True, help="Only the lines that could not be parsed (torn or garbled; prints are parsed).")
 @source_options
 def grep(
     run: Run,
@@ -51,6 +52,7 @@ def grep(
     no_dedupe: bool,
     window: float,
     color: bool | None,
+    unparsed: bool,
     **_: object,
 ) -> None:
     """Print events matching PATTERN (a fixed string in the message or the error) and the filters.
@@ -66,6 +68,7 @@ def grep(
     """
     try:
         spec = replace(run.spec, pattern=pattern, regex=regex, ignore_case=ignore_case) if pattern else run.spec
+        spec = replace(spec, tags=(PARSE_FAILURE_TAG,)) if unparsed else spec
     except FilterError as exc:
         raise click.UsageError(sentence(str(exc))) from None
     printer = Printer(as_json=run.as_json, color=color)

@@ -25,6 +25,7 @@ from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse.jsonl import APP_DATASET, TooDeepError, decode_event, event_builder, event_builders, nest
 
 if TYPE_CHECKING:
+    from hvdlog.parse.launcher import PrefixMemory
     from hvdlog.parse.native import Chatter, NativeParser
 
 __all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
@@ -89,7 +90,7 @@ def parse_lines(
                 yield from parser.close()
             return
     from hvdlog.parse.arrival import split_arrival
-    from hvdlog.parse.launcher import TagSplitter, path_fields, strip_tag
+    from hvdlog.parse.launcher import PrefixMemory, TagSplitter, path_fields
 
     native = parser or _native_parser(timezone, chatter, size)
     base: dict[str, Any] = {}
@@ -99,6 +100,7 @@ def parse_lines(
     # a print, as in Logstash's native pipeline); elsewhere (stdin, a console capture) a line
     # that decodes to a JSON object is taken as one of our events.
     splitter = TagSplitter()
+    prefixes = PrefixMemory()
     sniff_json = "horovod.launcher.stream" not in base
     for raw in lines:
         line, arrival = split_arrival(decode_line(raw))
@@ -107,8 +109,10 @@ def parse_lines(
             if doc is not None:
                 yield doc
                 continue
+        if "\x1b" in line or "\r" in line:  # colour codes, tqdm's progress: what a terminal shows
+            line = _shown(line, prefixes)
         if "]<" not in line:  # no gloo/Open MPI tag: the common case of per-rank files
-            payload, tag = strip_tag(line)
+            payload, tag = prefixes.strip(line)
             docs = native.feed(payload, {**base, **tag} if tag else base, arrival)
             if docs:
                 yield from docs
@@ -120,6 +124,20 @@ def parse_lines(
     for payload, tag in splitter.close():
         yield from native.feed(payload, {**base, **tag} if tag else base)
     yield from native.close()
+
+
+def _shown(line: str, prefixes: PrefixMemory) -> str:
+    """``line`` as a terminal shows it (see :func:`hvdlog.parse.launcher.visible`), where the
+    progress output glued before a line sits behind its launcher tag (and prefix), if any."""
+    from hvdlog.parse.launcher import visible
+
+    line = visible(line) if "\x1b" in line else line
+    if "\r" not in line:
+        return line
+    payload, tag = prefixes.strip(line)
+    if not tag or "\r" not in payload:
+        return visible(line)
+    return line[: len(line) - len(payload)] + visible(payload)
 
 
 def _native_parser(timezone: str | None, chatter: Chatter, size: int | None) -> NativeParser:

@@ -8,11 +8,12 @@ timestamp), MPICH/Hydra ``[3] ``. Tags are parsed with the grok patterns of
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, NamedTuple
 
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["TagSplitter", "Tagged", "path_fields", "strip_tag"]
+__all__ = ["PrefixMemory", "TagSplitter", "Tagged", "path_fields", "strip_tag", "visible"]
 
 _OPENMPI: Final = compile_pattern("HOROVOD_OPENMPI_LINE")
 _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
@@ -23,7 +24,10 @@ _OPENMPI_ANY: Final = compile_pattern("HOROVOD_OPENMPI_TAG_ANY").regex
 _OPENMPI_TAG: Final = compile_pattern("HOROVOD_OPENMPI_TAG")
 _RANK_PATH: Final = compile_pattern("HOROVOD_RANK_FILE_PATH")
 _LAYOUT_PATH: Final = compile_pattern("HOROVOD_LAYOUT_PATH")
+_PREFIXED_CORE: Final = compile_pattern("HOROVOD_PREFIXED_CORE")
+_ANSI: Final = compile_pattern("HOROVOD_ANSI_ANY").regex
 _PAYLOAD: Final = "@metadata.hvd.payload"
+_PREFIX: Final = "@metadata.hvd.prefix"
 
 
 class Tagged(NamedTuple):
@@ -33,9 +37,27 @@ class Tagged(NamedTuple):
     fields: dict[str, Any]
 
 
+def visible(line: str) -> str:
+    """What a terminal shows of ``line``: no colour codes, and only what follows the last
+    carriage return (tqdm's progress output, never ended by a newline, glued before it)."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    if "\r" in line:
+        line = line[line.rindex("\r") + 1:]
+    return line
+
+
 def strip_tag(line: str) -> Tagged:
     """Split the launcher tag off ``line`` (and a collector's prefix before it: kubectl,
-    CRI, log viewers); Open MPI tags inside the payload are removed."""
+    CRI, log viewers, any scheduler's, see HOROVOD_SCHEDULER_PREFIX); Open MPI tags inside
+    the payload are removed."""
+    tagged = _strip_tag(line)
+    tagged.fields.pop(_PREFIX, None)
+    return tagged
+
+
+def _strip_tag(line: str) -> Tagged:
+    """:func:`strip_tag`, the scheduler prefix kept in the fields (``@metadata.hvd.prefix``)."""
     head = line[:200]
     if ">:" in head:
         fields = _OPENMPI.match(line)
@@ -59,7 +81,37 @@ def strip_tag(line: str) -> Tagged:
     fields = _COLLECTOR.match(line)
     if fields is not None:
         return Tagged(fields.pop(_PAYLOAD, ""), {})
+    if "] " in head or "Traceback" in head or "*** SIG" in head:
+        fields = _PREFIXED_CORE.match(line)
+        if fields is not None:
+            prefix = fields[_PREFIX]
+            return Tagged(line[len(prefix):], {_PREFIX: prefix})
     return Tagged(line, {})
+
+
+class PrefixMemory:
+    """The prefix a scheduler puts before every line of one file, learned where it stands
+    before a launcher tag or a core header, and removed from that file's other lines too
+    (a launcher's own untagged lines: horovodrun's traceback, Open MPI's box). Digits may
+    change from line to line (times, counters); the rest of the prefix is the same."""
+
+    __slots__ = ("_shape",)
+
+    def __init__(self) -> None:
+        self._shape: re.Pattern[str] | None = None
+
+    def strip(self, line: str) -> Tagged:
+        """:func:`strip_tag` that learns and removes this file's prefix."""
+        tagged = _strip_tag(line)
+        prefix = tagged.fields.pop(_PREFIX, None)
+        if prefix:
+            if self._shape is None:
+                self._shape = re.compile(re.sub(r"\d+", r"\\d+", re.escape(prefix)))
+        elif not tagged.fields and self._shape is not None:
+            found = self._shape.match(line)
+            if found is not None:
+                return Tagged(line[found.end():], {})
+        return tagged
 
 
 Key = tuple[Any, Any, Any]
@@ -91,6 +143,7 @@ class TagSplitter:
         if fields is None:  # gloo, MPICH, untagged: no chunk tags inside lines
             return [strip_tag(line)]
         fields["horovod.launcher.format"] = "openmpi"
+        fields.pop(_PREFIX, None)
         payload = fields.pop(_PAYLOAD, "")
         pieces: list[tuple[dict[str, Any], list[str]]] = [(fields, [])]
         position = 0

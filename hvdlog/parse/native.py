@@ -22,7 +22,7 @@ from hvdlog.parse.blocks import Opener, bound, grammar
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import CompiledPattern, compile_pattern
-from hvdlog.parse.stalls import StallBlock, stall_header_seconds, stall_op_fields
+from hvdlog.parse.stalls import StallBlock, is_cut_header, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
 
 __all__ = ["CORE_DATASET", "LAUNCHER_DATASET", "Chatter", "NativeParser", "parse_chatter"]
@@ -45,6 +45,8 @@ _LEGACY_STALL_MARK: Final = "WARNING: One or more tensors"
 _SIGNALS: Final = signal_names()
 _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
+_LAUNCH_SIZE: Final = compile_pattern("HOROVOD_LAUNCH_SIZE")
+_BROKEN: Final = compile_pattern("HOROVOD_BROKEN_LINE").regex
 _LEVELS: Final = HOROVOD_LEVEL_LETTERS
 _GRAMMAR: Final = grammar()
 _QUIET_LETTERS: Final = frozenset("TD")
@@ -67,7 +69,7 @@ def parse_chatter(value: str | int) -> Chatter:
 class _Stream:
     """What one (rank, stream, file) has open: a multi-line event and its last time."""
 
-    __slots__ = ("base", "chatter_seen", "fields", "kind", "last_time", "lines", "message_from", "order", "pending", "stall", "started")
+    __slots__ = ("base", "chatter_seen", "fields", "kind", "last_time", "lines", "message_from", "order", "pending", "stall", "started", "torn")
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
@@ -81,6 +83,7 @@ class _Stream:
         self.chatter_seen = 0
         self.message_from = 0  # index in lines after the exception line: its message goes on there
         self.order = 0  # when the open event began, among all streams (close() emits in that order)
+        self.torn: str | None = None  # a core header whose line another thread's line cut off (see _torn)
 
 
 class NativeParser:
@@ -132,6 +135,8 @@ class NativeParser:
 
     def _feed_stream(self, stream: _Stream, payload: str) -> list[Document]:
         """``payload`` into its own stream: continue the open event, or close it and begin."""
+        if payload[:1] == "[" or stream.torn is not None:
+            payload = _torn(stream, payload)
         if stream.kind is None:
             doc = self._begin(stream, payload)
             return _NOTHING if doc is None else [doc]
@@ -244,6 +249,10 @@ class NativeParser:
         if not line.strip():
             return None
         opener = _GRAMMAR.opener(line)
+        if opener is None or opener.state == "code":
+            headless = _headless_stall(line, self.size)  # a stall report's tensor line whose header was lost
+            if headless is not None:
+                return self._document(stream, headless)
         if opener is None or not self._open(stream, opener, line):
             return self._single(stream, line)
         stream.kind, stream.started = opener.state, stream.last_time
@@ -276,9 +285,12 @@ class NativeParser:
         known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
         if known is not None:
             return self._document(stream, known, time)
-        return self._document(
-            stream, {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET, "tags": [PARSE_FAILURE_TAG]}, time
-        )
+        if self.size is None and "-n" in line:
+            self.size = _launch_size(line)
+        fields: dict[str, Any] = {"message": line, "log.level": "info", "event.dataset": LAUNCHER_DATASET}
+        if _BROKEN.search(line) is not None:  # a print is no parse failure; a torn or garbled line is
+            fields["tags"] = [PARSE_FAILURE_TAG]
+        return self._document(stream, fields, time)
 
     def _core(self, stream: _Stream, core: Any) -> Document | None:
         letter = core[_G_LEVEL]
@@ -307,9 +319,9 @@ class NativeParser:
                 size = _SIZE.match(message)
                 if size is not None:
                     self.size = size["size"]
-        elif message.startswith("One or more tensors"):
+        elif message.startswith("One or m"):
             seconds = stall_header_seconds(message)
-            if seconds is not None:
+            if seconds is not None or is_cut_header(message):
                 stream.kind, stream.stall, stream.fields = "stall", StallBlock(message, seconds), fields
                 stream.started = stream.last_time
                 return None
@@ -326,3 +338,42 @@ class NativeParser:
         flat.pop("@metadata.hvd.launcher_time", None)
         bound(flat)  # a document's texts have a byte cap (hvdlog/parse/assets/blocks.json)
         return nest(flat)
+
+
+# --- line repairs (small and separate: the block grammar around them is data elsewhere) ------
+
+
+def _torn(stream: _Stream, payload: str) -> str:
+    """Rejoin a core line another thread wrote into: Horovod's two threads share stderr, so
+    ``[..: I operations.cc:689] [..: D operations.cc:906] Background thread init done`` is
+    the second thread's whole line behind the first's header, and the first's rest
+    (``[1]: Horovod initialized``) comes on the next line. The outer header is kept aside
+    and put before the stream's next headless line; the inner line is read as it is."""
+    if stream.torn is not None and _CORE_REGEX.match(payload) is None:
+        payload, stream.torn = stream.torn + payload, None
+        return payload
+    core = _CORE_REGEX.match(payload)
+    if core is None or core[_G_RANK] is not None or not core[_G_MESSAGE].startswith("["):
+        return payload
+    if _CORE_REGEX.match(core[_G_MESSAGE]) is None:
+        return payload
+    stream.torn = payload[: core.start(_G_MESSAGE)]
+    return core[_G_MESSAGE]
+
+
+def _headless_stall(line: str, size: int | None) -> dict[str, Any] | None:
+    """A stall report's per-tensor line whose header was lost (scrollback, a cut capture,
+    another rank's output between): ``<tensor> [missing ranks: 0, 1, 3]`` alone is still
+    a stall report of those ranks."""
+    if "ranks: " not in line or _OPS_LINE.match(line.lstrip(" ")) is None:
+        return None
+    fields = stall_op_fields(line.strip(), size)
+    fields.update({"message": line.strip(), "log.level": "warning", "event.dataset": CORE_DATASET,
+                   "event.action": "stall", "horovod.stall.source": "inspector", "horovod.stall.shutdown": False})
+    return fields
+
+
+def _launch_size(line: str) -> int | None:
+    """The job size a launcher's command line gives (``mpirun -np 4 ...``), if ``line`` is one."""
+    found = _LAUNCH_SIZE.search(line)
+    return None if found is None else int(found["size"])

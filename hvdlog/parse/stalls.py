@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["StallBlock", "is_continuation", "stall_header_seconds", "stall_op_fields"]
+__all__ = ["StallBlock", "is_continuation", "is_cut_header", "stall_header_seconds", "stall_op_fields"]
 
 _HEADER: Final = compile_pattern("HOROVOD_STALL_HEADER")
 _RANKS_TITLE: Final = compile_pattern("HOROVOD_STALL_RANKS_TITLE").regex
@@ -38,6 +38,19 @@ def stall_header_seconds(message: str) -> float | None:
         return None
     fields = _HEADER.match(message)
     return None if fields is None else fields["horovod.stall.seconds"]
+
+
+#: The header's words up to its number: a header a terminal wrapped is a prefix of them.
+_HEADER_WORDS: Final = (
+    "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks"
+    " and are waiting for remainder of ranks for more than "
+)
+
+
+def is_cut_header(message: str) -> bool:
+    """True for a stall header a terminal wrapped (mid-word, anywhere after "One or more"):
+    the rest went to the next physical line, without the tag, so it is read on its own."""
+    return len(message) >= len("One or more") and _HEADER_WORDS.startswith(message.rstrip("0123456789."))
 
 
 def is_continuation(line: str) -> bool:
@@ -109,8 +122,7 @@ class StallBlock:
                 missing.append(rank["@metadata.hvd.stall_rank"])
                 if "@metadata.hvd.stall_mark" in rank:
                     marked.append(rank["@metadata.hvd.stall_rank"])
-                names = rank["@metadata.hvd.stall_tensors"]
-                names = names.removesuffix(_TRUNCATED)
+                names = _readable_names(line, rank["@metadata.hvd.stall_tensors"])
                 tensors.extend(name for name in names.split(", ") if name)
             elif _SHUTDOWN.regex.match(line):
                 fields["horovod.stall.shutdown"] = True
@@ -122,3 +134,12 @@ class StallBlock:
         else:
             fields.update(stall_op_fields(fields["message"], size))
         return fields
+
+
+def _readable_names(line: str, names: str) -> str:
+    """The tensor names of a ``<rank>: [t1, t2 ...]`` line that can be read: without the
+    ``...`` of a list cut at six names, and, on a line cut short (``1: [t1, t2, t``: a
+    terminal's wrap, a truncated capture), without the last, partial name."""
+    if not line.endswith("]"):
+        return names.rpartition(", ")[0]
+    return names.removesuffix(_TRUNCATED)

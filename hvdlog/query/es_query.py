@@ -89,6 +89,7 @@ def to_query(spec: Filter) -> dict[str, Any]:
         must.append({"terms": {"host.name": list(spec.hosts)}})
     if spec.datasets:
         must.append({"terms": {"event.dataset": list(spec.datasets)}})
+    must.extend({"term": {"tags": tag}} for tag in spec.tags)
     if spec.since is not None or spec.until is not None:
         bounds: dict[str, Any] = {"format": "epoch_millis"}
         if spec.since is not None:

@@ -208,6 +208,8 @@ class Filter:
     regex: bool = False
     ignore_case: bool = False
     any_of: tuple[Condition, ...] = ()
+    #: only documents carrying every one of these tags (``grep --unparsed``: the parse-failure tag)
+    tags: tuple[str, ...] = ()
     _compiled: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +244,8 @@ class Filter:
         if self.hosts and get_field(doc, "host.name") not in self.hosts:
             return False
         if self.datasets and get_field(doc, "event.dataset") not in self.datasets:
+            return False
+        if self.tags and not set(self.tags) <= set(doc.get("tags") or ()):
             return False
         if self.since is not None or self.until is not None:
             millis = timestamp_millis(doc.get("@timestamp"))

@@ -50,6 +50,7 @@ def register(params)
   @terminate = compile("HOROVOD_TERMINATE")
   @what = compile("HOROVOD_TERMINATE_WHAT")
   @chatter = compile("HOROVOD_CHATTER")
+  @broken = compile("HOROVOD_BROKEN_LINE")
   # The message table (hvdlog/parse/assets/messages.json), shared with hvdlog.parse.messages.
   @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
     compiled = compile(row.fetch("pattern"))
@@ -77,7 +78,7 @@ def filter(event)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
   first_state = nil
   if event.get("[@metadata][hvd][level]")
-    first_state = captures(@stall_header, event.get("message").to_s) ? :stall : :core
+    first_state = stall_header?(event.get("message").to_s) ? :stall : :core
   end
   pieces = segments(lines, first_state)
   return bound(process(event, pieces.first || lines)) if pieces.length <= 1
@@ -269,8 +270,8 @@ def core_event(event, lines, letter)
   message = event.get("message").to_s
   return chatter(event, message) if %w[T D].include?(letter)
   seconds = captures(@stall_header, message)
-  if seconds
-    stall(event, [message] + lines[1..], seconds["[horovod][stall][seconds]"], event.get("[size]"))
+  if seconds || cut_header?(message)
+    stall(event, [message] + lines[1..], seconds && seconds["[horovod][stall][seconds]"], event.get("[size]"))
   elsif match(@ops_line, message)
     op_fields(message, event.get("[size]")).each { |field, value| event.set(field, value) }
     mark_stall(event, false)
@@ -295,6 +296,8 @@ def launcher_event(event, lines)
     stall(event, lines, seconds["[horovod][stall][seconds]"], event.get("[size]"))
     event.set("[log][level]", "warning")
     event.set("[event][dataset]", "horovod.core")
+  elsif headless_stall(event, first)
+    # a per-tensor stall line whose header was lost: still a stall report of those ranks
   elsif match(@traceback, first) || match(@frame, first) || match(@lone_exception, first) ||
         (first.start_with?(" ", "\t") && lines[1] && match(@frame, lines[1]))
     # a traceback, one whose header was lost (frames first, or a frame's code line first: the
@@ -325,7 +328,8 @@ def launcher_event(event, lines)
   else
     # blank lines Filebeat joined at the end carry nothing (hvdlog parse skips them)
     event.set("[message]", lines.join("\n"))
-    event.tag("_hvdlog_parse_failure")
+    # a print is a launcher line; only a torn or garbled line is a parse failure (HOROVOD_BROKEN_LINE)
+    event.tag("_hvdlog_parse_failure") if match(@broken, first)
   end
   [event]
 end
@@ -367,7 +371,7 @@ def stall(event, lines, seconds, size)
       number = rank["[@metadata][hvd][stall_rank]"]
       missing << number
       marked << number if rank["[@metadata][hvd][stall_mark]"]
-      names = rank["[@metadata][hvd][stall_tensors]"].delete_suffix(" ...")
+      names = readable_names(line, rank["[@metadata][hvd][stall_tensors]"])
       tensors.concat(names.split(", ").reject(&:empty?))
     elsif match(@shutdown, line)
       event.set("[horovod][stall][shutdown]", true)
@@ -540,4 +544,39 @@ def scan(compiled, text)
   results = []
   text.scan(compiled.regex) { results << fields_of(compiled, Regexp.last_match) }
   results
+end
+
+# --- line repairs (mirror hvdlog/parse/stalls.py and native.py) ------------------------
+
+# The stall header's words up to its number: a header a terminal wrapped is a prefix of them.
+HEADER_WORDS = "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks " \
+               "and are waiting for remainder of ranks for more than ".freeze
+
+def stall_header?(message)
+  captures(@stall_header, message) || cut_header?(message)
+end
+
+# A stall header a terminal wrapped mid-word (the rest went to the next physical line).
+def cut_header?(message)
+  stem = message.sub(/[0-9.]+\z/, "")
+  message.length >= "One or more".length && HEADER_WORDS.start_with?(stem)
+end
+
+# The names of a `<rank>: [t1, t2 ...]` line that can be read: no ` ...`, and on a line cut
+# short (`1: [t1, t2, t`) not the last, partial name.
+def readable_names(line, names)
+  return names.delete_suffix(" ...") if line.end_with?("]")
+  cut = names.rindex(", ")
+  cut ? names[0...cut] : ""
+end
+
+# `<tensor> [missing ranks: 0, 1, 3]` alone (its header lost): a stall report of those ranks.
+def headless_stall(event, line)
+  return false unless line.include?("ranks: ") && match(@ops_line, line.lstrip)
+  op_fields(line.strip, event.get("[size]")).each { |field, value| event.set(field, value) }
+  mark_stall(event, false)
+  event.set("[message]", line.strip)
+  event.set("[log][level]", "warning")
+  event.set("[event][dataset]", "horovod.core")
+  true
 end

@@ -93,14 +93,18 @@ class TestOneSourceOfPatterns:
         native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
         gsubs = set(re.findall(r'"message", "([^"]+)", ""', native))
         time = definitions["HOROVOD_LAUNCHER_TIME"]
+        # a collector's or any scheduler's prefix may stand before the tag (HOROVOD_LINE_PREFIX, expanded)
+        prefix = f"(?:(?:{definitions['HOROVOD_COLLECTOR_PREFIX']})|(?:{definitions['HOROVOD_SCHEDULER_PREFIX']}))??"
         assert gsubs == {
-            f"^(?:{time})?{definitions['HOROVOD_OPENMPI_TAG_ANY']}",
+            f"^{prefix}(?:{time})?{definitions['HOROVOD_OPENMPI_TAG_ANY']}",
             definitions["HOROVOD_OPENMPI_TAG_ANY"],
-            f"^(?:{time})?{definitions['HOROVOD_GLOO_TAG_ANY']}",
-            f"^{definitions['HOROVOD_MPICH_TAG_ANY']}",
+            f"^{prefix}(?:{time})?{definitions['HOROVOD_GLOO_TAG_ANY']}",
+            f"^{prefix}{definitions['HOROVOD_MPICH_TAG_ANY']}",
             definitions["HVDLOG_ARRIVAL_PREFIX_ANY"],
             f"^(?:{definitions['HOROVOD_COLLECTOR_PREFIX']})",
-            f"^{definitions['HOROVOD_SRUN_TAG_ANY']}",
+            f"^{prefix}{definitions['HOROVOD_SRUN_TAG_ANY']}",
+            definitions["HOROVOD_ANSI_ANY"],
+            definitions["HOROVOD_PROGRESS_ANY"],
         }
 
 

@@ -1,0 +1,175 @@
+"""Metamorphic tests: the analyses give the same answer under what clusters and posting do to logs.
+
+Every case of the real-world corpus (tests/corpus/realworld) and every real capture
+(tests/corpus/horovod.*) is rewritten by every variant of tests/support/variants.py
+(prefixes, terminal wraps, CRLF, colour codes, cut lines, other ranks interleaved, tqdm
+progress, torn core lines, an ``--output-filename`` copy), and the answer must stay what the
+variant promises to keep: for real-world cases, their ``case.yml`` expectations; for the
+captures, the answer on the unchanged capture. All in-process (library calls and click's
+runner), so the whole corpus runs in a few minutes: documents through the library, the
+analyses through the commands as a user runs them (test_realworld checks both paths on
+the unchanged cases).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from corpus.realworld import ASPECTS, RealCase, check, cli_answers, library_answers, real_cases
+from support.variants import Variant, variants
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
+_SIGNIFICANT = ("error", "critical")
+
+
+def _files(case: RealCase) -> dict[str, bytes]:
+    return {relative: path.read_bytes() for relative, path in case.files()}
+
+
+def _captures() -> list[RealCase]:
+    """The real captures as cases (one file each, at the path it is parsed as), no expectations."""
+    found = []
+    for config_path in sorted(CORPUS.glob("horovod.*/*.log-config.yml")):
+        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        log = config_path.with_name(config_path.name.removesuffix("-config.yml"))
+        relative = str(config.get("path", log.name)).lstrip("/")
+        found.append(RealCase(log.parent, {"inputs": [relative], "timezone": config.get("timezone", "UTC"),
+                                           "capture": str(log), "size": config.get("size")}))
+    return found
+
+
+def _materialise(tmp: Path, files: dict[str, bytes]) -> None:
+    for relative, data in files.items():
+        target = tmp / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def _carried(variant: Variant, docs: list[dict[str, Any]]) -> bool:
+    """Whether a line the variant cut was part of an error or stall document of the original."""
+    for doc in docs:
+        level = (doc.get("log") or {}).get("level")
+        stall = (doc.get("event") or {}).get("action") == "stall"
+        if level in _SIGNIFICANT or stall:
+            text = str(doc.get("message", ""))
+            if any(line.strip() and _payload(line) in text for line in variant.cut):
+                return True
+    return False
+
+
+def _payload(line: str) -> str:
+    """The cut line without its launcher tag (what a document's message holds)."""
+    from hvdlog.parse.launcher import strip_tag
+
+    return strip_tag(line).payload.strip()[:40] or line.strip()[:40]
+
+
+def _loosened(aspect: str, expected: Any) -> Any:
+    """The expectation of ``aspect`` reduced to who: ranks, cause, missing ranks, end."""
+    if not isinstance(expected, (dict, list)):
+        return expected
+    expected = copy.deepcopy(expected)
+    if aspect == "stalls":
+        return [{k: v for k, v in episode.items() if k in ("missing_ranks", "shutdown")} for episode in expected]
+    if aspect == "first_failure":
+        return {k: v for k, v in expected.items() if k in ("blamed", "primary", "cause")}
+    if aspect.startswith("grep_"):
+        kept = {k: v for k, v in expected.items() if k in ("rank", "ranks_include")}
+        if "ranks" in expected:
+            kept["ranks_include"] = expected["ranks"]
+        return kept
+    return expected
+
+
+def _with(case: RealCase, folder: Path, variant: Variant, original_docs: list[dict[str, Any]]) -> RealCase:
+    config = copy.deepcopy(case.config)
+    carried = bool(variant.cut) and _carried(variant, original_docs)
+    for aspect in ASPECTS:
+        if aspect not in config:
+            continue
+        if aspect not in variant.keeps or (carried and aspect in ("first_failure", "stalls", "grep_error")):
+            del config[aspect]
+        elif aspect in variant.loose:
+            config[aspect] = _loosened(aspect, config[aspect])
+    if variant.cut and "documents" in config:
+        config["documents"] = [item for item in config["documents"]
+                               if not any(item["match"][:20] in line or line.strip()[:20] in item["match"] for line in variant.cut)]
+    return RealCase(folder, config)
+
+
+def _params() -> Iterator[Any]:
+    for case in real_cases():
+        for variant in variants(case.id, _files(case)):
+            yield pytest.param(case, variant, id=f"{case.id}-{variant.name}")
+
+
+def _summary(case: RealCase) -> dict[str, Any]:
+    """What a capture's analyses say, reduced to what every variant keeps."""
+    reports = library_answers(case, "first_failure")
+    episodes = library_answers(case, "stalls")
+    _, errors = cli_answers(case, "grep_error")
+    return {
+        "first_failure": [(sorted(map(str, r.get("blamed_ranks") or [])), r.get("primary"), r.get("cause")) for r in reports],
+        "stalls": [(e.get("missing_ranks"), e.get("shutdown")) for e in episodes],
+        "grep_error": sorted({str(d.get("rank")) for d in errors}),
+    }
+
+
+@pytest.mark.parametrize(("case", "variant"), list(_params()))
+def test_realworld_variant(case: RealCase, variant: Variant, tmp_path: Path) -> None:
+    """A real-world case, rewritten, still gives the expected answers the variant keeps."""
+    _materialise(tmp_path, variant.files)
+    original = library_answers(case, "documents") if variant.cut else []
+    changed = _with(case, tmp_path, variant, original)
+    problems = []
+    for aspect in ASPECTS:
+        if aspect not in changed.config and aspect != "documents":
+            continue
+        if aspect == "documents":  # the analyses through the commands (the library path is test_realworld's)
+            problems += [f"{aspect} (library): {p}" for p in check(changed, aspect, library_answers(changed, aspect))]
+        else:
+            _, answers = cli_answers(changed, aspect)
+            problems += [f"{aspect} (cli): {p}" for p in check(changed, aspect, answers)]
+    assert problems == []
+
+
+def _capture_params() -> Iterator[Any]:
+    for case in _captures():
+        files = {case.config["inputs"][0]: Path(case.config["capture"]).read_bytes()}
+        for variant in variants(case.config["capture"], files):
+            yield pytest.param(case, files, variant, id=f"{Path(case.config['capture']).stem}-{variant.name}")
+
+
+@pytest.mark.parametrize(("case", "files", "variant"), list(_capture_params()))
+def test_capture_variant(case: RealCase, files: dict[str, bytes], variant: Variant, tmp_path: Path) -> None:
+    """A real capture, rewritten, gives the answer it gives unchanged (for what the variant keeps)."""
+    (tmp_path / "original").mkdir()
+    _materialise(tmp_path / "original", files)
+    _materialise(tmp_path / "variant", variant.files)
+    before = _summary(RealCase(tmp_path / "original", case.config))
+    after = _summary(RealCase(tmp_path / "variant", case.config))
+    if variant.cut:
+        docs = library_answers(RealCase(tmp_path / "original", case.config), "documents")
+        if _carried(variant, docs):
+            return  # the cut line was the evidence itself: nothing to keep (see variants.cut)
+    if variant.loose:
+        before["first_failure"] = [(ranks, primary, None) for ranks, primary, _ in before["first_failure"]]
+        after["first_failure"] = [(ranks, primary, None) for ranks, primary, _ in after["first_failure"]]
+    assert after == before
+
+
+def test_every_case_gets_the_variants() -> None:
+    """Every real-world case has at least the line-ending variant (consoles get many more), and
+    the generator makes every kind somewhere in the corpus."""
+    names: set[str] = set()
+    for case in real_cases():
+        made = [variant.name for variant in variants(case.id, _files(case))]
+        assert "crlf" in made, case.id
+        names |= {name.rsplit("-", 1)[0] if name.startswith("wrap-") else name for name in made}
+    assert {"prefix-ci", "prefix-determined", "wrap", "crlf", "ansi", "cut-first", "cut-last", "interleaved",
+            "tqdm-glued", "torn", "output-copy"} <= names
