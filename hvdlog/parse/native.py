@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from hvdlog.documents import Document
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.parse.evidence import classify
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import compile_pattern
@@ -374,4 +375,4 @@ class NativeParser:
         if time is not None:
             flat["@timestamp"] = time
         flat.pop("@metadata.hvd.launcher_time", None)
-        return nest(flat)
+        return nest(classify(flat))  # failure evidence: the message table's evidence rules
