@@ -43,7 +43,7 @@ class JobScope:
 
     def describe(self) -> str:
         """``2 ranks, 20 steps of job demo-crash``."""
-        parts = [f"{len(self.ranks)} rank{'s' if len(self.ranks) != 1 else ''}"]
+        parts = [f"{len(self.ranks)} rank{'s' if len(self.ranks) != 1 else ''}" if self.ranks else "lines without ranks"]
         if self.steps:
             parts.append(f"{len(self.steps)} step{'s' if len(self.steps) != 1 else ''}")
         text = ", ".join(parts)

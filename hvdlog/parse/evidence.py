@@ -26,7 +26,7 @@ from hvdlog.fields import EVIDENCE_KINDS, EVIDENCE_SOURCES
 from hvdlog.parse.messages import MESSAGES_FILE
 from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
 
-__all__ = ["KIND", "RANK", "SOURCE", "EvidenceRule", "classify", "evidence_rules", "evidence_fields"]
+__all__ = ["KIND", "RANK", "SOURCE", "EvidenceRule", "classify", "evidence_fields", "evidence_rules"]
 
 KIND: Final = "hvdlog.evidence.kind"
 RANK: Final = "hvdlog.evidence.rank"

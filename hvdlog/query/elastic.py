@@ -52,16 +52,18 @@ def lost_ranks(docs: list[Document]) -> list[tuple[int, str]]:
         reasons = {get_field(doc, "horovod.elastic.reason") for doc in events}
         if reasons <= {"hosts_added", "hosts_removed"}:
             continue  # growing or a scale-down: nobody failed
-        sizes = {size for doc in events if (size := _int(get_field(doc, "horovod.elastic.previous_size"))) is not None}
-        if len(sizes) != 1 or not 0 < (size := sizes.pop()) <= MAX_JOB_SIZE:
+        sizes: set[int] = {size for doc in events if (size := _int(get_field(doc, "horovod.elastic.previous_size"))) is not None}
+        size = sizes.pop() if len(sizes) == 1 else 0
+        if not 0 < size <= MAX_JOB_SIZE:
             continue
         survivors = {_int(get_field(doc, "horovod.elastic.previous_rank")) for doc in events}
-        workers = {_int(doc.get("size")) for doc in events} - {None}
+        workers = sorted(new for doc in events if (new := _int(doc.get("size"))) is not None)
+        after = workers[0] if workers else "?"
         for rank in range(size):
             if rank not in survivors:
-                lost.append((rank, f"rank {rank} (its rank at death, epoch {epoch - 1}) left no error, but its events stop while "
-                                   f"the other {len(survivors)} reset (reset {epoch}, {size} -> {min(workers, default='?')} workers): "
-                                   f"a killed worker (SIGKILL, often the OOM killer) leaves no traceback"))
+                lost.append((rank, (f"rank {rank} (its rank at death, epoch {epoch - 1}) left no error, but its events stop while "
+                                   f"the other {len(survivors)} reset (reset {epoch}, {size} -> {after} workers): "
+                                   f"a killed worker (SIGKILL, often the OOM killer) leaves no traceback")))
     return lost
 
 

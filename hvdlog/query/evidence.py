@@ -18,7 +18,7 @@ from hvdlog.fields import level_at_least
 from hvdlog.parse.evidence import KIND, RANK, SOURCE, evidence_fields
 from hvdlog.parse.messages import signal_names
 
-__all__ = ["Evidence", "TERMINATION", "evidence_of", "per_source"]
+__all__ = ["TERMINATION", "Evidence", "evidence_of", "per_source"]
 
 #: Signals a rank gets from the launcher (or an operator) when another rank failed.
 TERMINATION: Final = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGPIPE"})
