@@ -86,7 +86,9 @@ class Evidence:
         if self.kind in ("peer_loss", "horovod_shutdown") or self.signal in TERMINATION:
             return "consequence"
         if self.kind == "stall_report":
-            return "fault" if get_field(self.doc, "horovod.stall.shutdown") else "none"
+            # Horovod shuts down on it (`Will shutdown`; its E line), else it is a warning the job may outlive.
+            severe = level_at_least(str(get_field(self.doc, "log.level") or "info"), "error")
+            return "fault" if get_field(self.doc, "horovod.stall.shutdown") is True or severe else "none"
         if self.kind == "exit_status" and self.exit_code == 0:
             return "none"
         return "fault"
