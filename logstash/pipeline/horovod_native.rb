@@ -217,7 +217,6 @@ def process(event, lines)
       event.set("[event][reason]", @signal_names[number.to_s]) if @signal_names.key?(number.to_s)
     end
     event.set("[message]", lines.join("\n"))
-    event.set("[error][stack_trace]", lines.join("\n"))
     event.set("[log][level]", "error")
   elsif (found = captures(@terminate, first))
     event.set("[message]", lines.join("\n"))
