@@ -45,8 +45,8 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def lost_ranks(docs: list[Document]) -> list[tuple[int, str]]:
-    """Ranks that died at a failure reset: (rank at death, why we say so), earliest reset first."""
+def lost_ranks(docs: list[Document]) -> list[tuple[int, int, str]]:
+    """Ranks that died at a failure reset: (rank at death, the reset's epoch, why we say so), earliest reset first."""
     lost = []
     for epoch, events in sorted(resets(docs).items()):
         reasons = {get_field(doc, "horovod.elastic.reason") for doc in events}
@@ -61,7 +61,7 @@ def lost_ranks(docs: list[Document]) -> list[tuple[int, str]]:
         after = workers[0] if workers else "?"
         for rank in range(size):
             if rank not in survivors:
-                lost.append((rank, (f"rank {rank} (its rank at death, epoch {epoch - 1}) left no error, but its events stop while "
+                lost.append((rank, epoch, (f"rank {rank} (its rank at death, epoch {epoch - 1}) left no error, but its events stop while "
                                    f"the other {len(survivors)} reset (reset {epoch}, {size} -> {after} workers): "
                                    f"a killed worker (SIGKILL, often the OOM killer) leaves no traceback")))
     return lost

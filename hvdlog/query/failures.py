@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, job_of, sort_key
 from hvdlog.query.echoes import drop_echoes
-from hvdlog.query.elastic import lost_ranks, recovery_filter, recovery_of
+from hvdlog.query.elastic import epoch_of, lost_ranks, recovery_filter, recovery_of
 from hvdlog.query.evidence import Evidence, evidence_of, per_source
 from hvdlog.query.explain import cause_of, describe, noun, reason_of
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
@@ -91,6 +91,8 @@ def _summary(item: Evidence, reason: str | None = None) -> dict[str, Any]:
         "source": item.source,
         "noun": noun(item),
     }
+    if epoch := epoch_of(item.doc):
+        out["epoch"] = epoch
     if reason:
         out["reason"] = reason
     return out
@@ -98,9 +100,10 @@ def _summary(item: Evidence, reason: str | None = None) -> dict[str, Any]:
 
 @dataclass
 class _Rank:
-    """What the evidence says about one rank."""
+    """What the evidence says about one rank of one incarnation (an elastic reset renumbers ranks)."""
 
     rank: int | None
+    epoch: int = 0
     items: list[Evidence] = field(default_factory=list)
 
     def relevant(self) -> list[Evidence]:
@@ -123,11 +126,16 @@ class _Rank:
         return max((item.strength for item in self.relevant() if item.meaning == "fault"), default=0)
 
 
-def _by_rank(items: list[Evidence]) -> dict[int | None, _Rank]:
-    ranks: dict[int | None, _Rank] = {}
+_Key = tuple[int, int | None]
+
+
+def _by_rank(items: list[Evidence]) -> dict[_Key, _Rank]:
+    """Evidence per (epoch, rank it is about): rank 1 before a reset is not rank 1 after it."""
+    ranks: dict[_Key, _Rank] = {}
     for item in items:
         if item.meaning != "verdict" and item.kind != "stall_report":
-            ranks.setdefault(item.rank, _Rank(item.rank)).items.append(item)
+            epoch = epoch_of(item.doc)
+            ranks.setdefault((epoch, item.rank), _Rank(item.rank, epoch)).items.append(item)
     return ranks
 
 
@@ -197,7 +205,7 @@ def _apply_culprit(report: FailureReport, rank: _Rank, first: Evidence, ordered_
     report.cause = cause_of(first)
     if not first.own:
         report.cause = f"{describe(first)}; rank {rank.rank} printed no error of its own; the launcher says: {one_line(first.doc)}"
-    who = "rank unknown (an untagged line)" if rank.rank is None else f"rank {rank.rank}"
+    who = "rank unknown (an untagged line)" if rank.rank is None else f"rank {rank.rank}" + (f" (epoch {rank.epoch})" if rank.epoch else "")
     report.reasoning = f"{who}: {describe(first)} {_per(first)}"
     certain = rank.rank is not None and ordered_by in ("only", "time") and first.own
     report.confidence = "certain" if certain else "likely" if rank.rank is not None or first.own else "unknown"
@@ -207,11 +215,11 @@ def _per(item: Evidence) -> str:
     return per_source(item.source)
 
 
-def _fates(report: FailureReport, ranks: dict[int | None, _Rank], culprit: Evidence | None) -> None:
+def _fates(report: FailureReport, ranks: dict[_Key, _Rank], culprit: Evidence | None, blamed: set[_Key]) -> None:
     """Every other known rank: collateral (a consequence, or a kill or exit status after the first
     failure) or a failure of its own (its own exception or crash after the culprit's)."""
-    for number in sorted(r for r in ranks if r is not None and r not in report.blamed_ranks):
-        fate, first = ranks[number].fate()
+    for key in sorted(k for k in ranks if k[1] is not None and k not in blamed):
+        fate, first = ranks[key].fate()
         if first is None or fate in ("expected", "none"):
             continue
         own_failure = fate == "candidate" and first.own and first.signal != "SIGKILL" and report.stall is None
@@ -228,22 +236,24 @@ def _fates(report: FailureReport, ranks: dict[int | None, _Rank], culprit: Evide
         report.reasoning += f"; {followers}{more} {verb} from it ({reasons})"
 
 
-def _silent_ranks(docs: list[Document], ranks: dict[int | None, _Rank], size: int | None) -> tuple[list[int], int | None]:
+def _silent_ranks(docs: list[Document], ranks: dict[_Key, _Rank], size: int | None) -> tuple[list[int], int | None]:
     """Ranks of a job of known size that left no evidence while the others went down."""
     sizes = {doc["size"] for doc in docs if isinstance(doc.get("size"), int) and 0 < doc["size"] <= MAX_JOB_SIZE}
     if size is None and len(sizes) == 1:
         size = sizes.pop()
     if size is None:
         return [], None
-    return [rank for rank in range(size) if rank not in ranks], size
+    reported = {key[1] for key in ranks}
+    return [rank for rank in range(size) if rank not in reported], size
 
 
-def _no_primary(report: FailureReport, docs: list[Document], ranks: dict[int | None, _Rank], size: int | None) -> None:
+def _no_primary(report: FailureReport, docs: list[Document], ranks: dict[_Key, _Rank], size: int | None) -> None:
     """Nothing primary in the logs: say where the evidence points, and why."""
     lost = lost_ranks(docs)
     if lost:
-        report.blamed_ranks = [rank for rank, _ in lost]
-        report.cause = "; ".join(text for _, text in lost)
+        first_reset = lost[0][1]
+        report.blamed_ranks = [rank for rank, epoch, _ in lost if epoch == first_reset]
+        report.cause = "; ".join(text for _, epoch, text in lost if epoch == first_reset)
         report.reasoning = f"rank(s) {', '.join(map(str, report.blamed_ranks))}: {report.cause}"
         report.confidence = "likely"
         return
@@ -269,6 +279,9 @@ def _report(job: Any, docs: list[Document], items: list[Evidence], size: int | N
     known = [pair for pair in candidates if pair[0].rank is not None]
     stall = _stall_shutdown(items)
     chosen = _choose(known or candidates, _verdict_ranks(items)) if candidates else None
+    lost = lost_ranks(docs)
+    if chosen is not None and lost and chosen[0].epoch >= lost[0][1]:
+        chosen = None  # a rank vanished at an earlier reset: that came first (its candidates are later incarnations')
     if stall is not None and _stall_first(stall, chosen):
         _apply_stall(report, stall)
         chosen = None
@@ -276,7 +289,8 @@ def _report(job: Any, docs: list[Document], items: list[Evidence], size: int | N
         _apply_culprit(report, *chosen)
     else:
         _no_primary(report, docs, ranks, size)
-    _fates(report, ranks, chosen[1] if chosen else None)
+    blamed = {(chosen[0].epoch, chosen[0].rank)} if chosen else {(0, rank) for rank in report.blamed_ranks}
+    _fates(report, ranks, chosen[1] if chosen else None, blamed)
     report.recovered = recovery_of(docs, report)
     return report
 

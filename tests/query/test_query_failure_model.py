@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from hvdlog.parse import parse_lines
@@ -115,3 +117,65 @@ def test_legacy_ready_reports_are_missing_per_tensor_and_size_unknown_is_said() 
     assert guess.size is None and guess.missing_by_tensor == {"a": [2, 3], "b": [1, 2]}  # a lower bound up to rank 3
     (sized,) = stall_episodes(_console(line), size=5)
     assert sized.size == 5 and sized.missing_by_tensor == {"a": [2, 3, 4], "b": [1, 2, 4]} and sized.missing_ranks == [1, 2, 3, 4]
+
+
+def test_a_scale_down_reset_from_hvdlogs_own_files_is_not_a_failure() -> None:
+    reset = _reset(0, 0, 3.0)
+    reset["horovod"]["elastic"]["reason"] = "hosts_removed"
+    docs = [*(_event(rank, 1.0, step=20, message="step") for rank in range(3)), reset, _reset(1, 1, 3.0)]
+    docs[-1]["horovod"]["elastic"]["reason"] = "hosts_removed"
+    docs.append(_event(2, 2.5, message="terminate called after throwing an instance of 'std::runtime_error'\n  what():  "
+                       "localhost[2] has been removed from elastic job", log={"level": "critical"}, error={"type": "std::runtime_error"},
+                       hvdlog={"evidence": {"kind": "expected_exit", "rank": 2, "source": "rank"}}))
+    assert first_failure(docs) == []
+
+
+def test_after_a_reset_the_vanished_rank_comes_before_a_later_incarnations_error() -> None:
+    """A job that fails for good: rank 1 vanished at reset 1; the later ValueError of (new) rank 1 is epoch 1's, not the first failure."""
+    docs = [
+        *(_event(rank, 1.0, step=20, message="step") for rank in range(3)),
+        _reset(0, 0, 3.0), _reset(1, 2, 3.0),
+        _event(1, 6.0, message="uncaught ValueError", log={"level": "error"}, error={"type": "ValueError", "message": "bad"},
+               event={"action": "uncaught_exception"}, horovod={"elastic": {"epoch": 1}}),
+    ]
+    (report,) = first_failure(docs)
+    assert report.blamed_ranks == [1] and "rank at death, epoch 0" in report.cause
+    assert [(item["rank"], item.get("epoch")) for item in report.other_errors + report.collateral] == [(1, 1)]
+
+
+def test_stalls_are_per_incarnation() -> None:
+    def stall(rank: int, second: float, epoch: int) -> dict[str, Any]:
+        return _event(rank, second, message="stall", log={"level": "warning"}, event={"action": "stall"},
+                      horovod={"stall": {"source": "watchdog", "seconds": 5.0}, "elastic": {"epoch": epoch}})
+    episodes = stall_episodes([stall(0, 10.0, 0), stall(0, 12.0, 1)])
+    assert [episode.epoch for episode in episodes] == [0, 1]
+
+
+def _cli(*args: str) -> Any:
+    from click.testing import CliRunner
+
+    from hvdlog.cli.main import cli
+
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_nothing_found_is_one_sentence_on_stderr_and_exit_1(tmp_path: Path) -> None:
+    log = tmp_path / "demo" / "node1" / "rank-0.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(json.dumps(_event(rank, 1.0 + step, step=step, message="step", size=2) | {"job": "demo"}) + "\n"
+                           for rank in range(2) for step in range(20)))
+    for command, sentence in (("stalls", "no stall in 2 ranks, 20 steps of job demo"), ("first-failure", "no failure in 2 ranks, 20 steps of job demo")):
+        result = _cli(command, str(tmp_path))
+        assert result.exit_code == 1 and result.stdout == "" and result.stderr.strip() == f"hvdlog: {sentence}", result.stderr
+
+
+def test_first_failure_json_carries_reasoning_and_confidence(tmp_path: Path) -> None:
+    console = tmp_path / "console.log"
+    console.write_text("[0]<stderr>:Killed\nProcess 0 exit with status code 137.\n[1]<stderr>:Terminated\n")
+    result = _cli("first-failure", "--json", "--size", "2", str(console))
+    (report,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {"blamed_ranks", "primary", "cause", "collateral", "other_errors", "reasoning", "confidence", "recovered", "evidence"} <= set(report)
+    assert report["blamed_ranks"] == [0] and report["confidence"] == "certain" and report["recovered"] is False
+    assert report["reasoning"] == "rank 0: killed (SIGKILL, often the OOM killer) in its own output; rank 1's signal follows from it (SIGTERM after the first failure)"
+    text = _cli("first-failure", str(console)).stdout
+    assert "why: rank 0: killed (SIGKILL, often the OOM killer)" in text and "[certain]" in text
