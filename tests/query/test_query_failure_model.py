@@ -176,6 +176,7 @@ def test_first_failure_json_carries_reasoning_and_confidence(tmp_path: Path) -> 
     (report,) = [json.loads(line) for line in result.stdout.splitlines()]
     assert {"blamed_ranks", "primary", "cause", "collateral", "other_errors", "reasoning", "confidence", "recovered", "evidence"} <= set(report)
     assert report["blamed_ranks"] == [0] and report["confidence"] == "certain" and report["recovered"] is False
-    assert report["reasoning"] == "rank 0: killed (SIGKILL, often the OOM killer) in its own output; rank 1's signal follows from it (SIGTERM after the first failure)"
+    assert report["reasoning"] == ("rank 0: killed (SIGKILL, often the OOM killer) in its own output; "
+                                   "rank 1's signal follows from it (SIGTERM after the first failure)")
     text = _cli("first-failure", str(console)).stdout
     assert "why: rank 0: killed (SIGKILL, often the OOM killer)" in text and "[certain]" in text
