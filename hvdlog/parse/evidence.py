@@ -14,7 +14,6 @@ fields is hvdlog.query.failures (docs/query.md, "Failure model").
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -23,7 +22,7 @@ from typing import Any, Final
 
 from hvdlog.documents import get_field
 from hvdlog.fields import EVIDENCE_KINDS, EVIDENCE_SOURCES
-from hvdlog.parse.messages import MESSAGES_FILE
+from hvdlog.parse.messages import MESSAGES_FILE, read_table
 from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
 
 __all__ = ["KIND", "RANK", "SOURCE", "EvidenceRule", "classify", "evidence_fields", "evidence_rules"]
@@ -86,11 +85,7 @@ def _rule(row: Mapping[str, Any], path: Path) -> EvidenceRule:
 @cache
 def evidence_rules(path: Path = MESSAGES_FILE) -> tuple[EvidenceRule, ...]:
     """The table's evidence rules, compiled (cached)."""
-    try:
-        table = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise PatternError(f"cannot read the message table {path}: {error}; set HVDLOG_MESSAGES") from error
-    return tuple(_rule(row, Path(path)) for row in table.get("evidence", ()))
+    return tuple(_rule(row, Path(path)) for row in read_table(path).get("evidence", ()))
 
 
 @cache
