@@ -163,6 +163,16 @@ def _stall_shutdown(items: list[Evidence]) -> Evidence | None:
     return next((item for item in items if item.kind == "stall_report" and item.meaning == "fault"), None)
 
 
+def _verdict_note(items: list[Evidence], culprit: int | None) -> str:
+    """What the launcher's "first process to do so" adds: it agrees, or it names a rank that only exited first."""
+    verdict = next((item for item in items if item.meaning == "verdict" and item.rank is not None), None)
+    if verdict is None:
+        return ""
+    if verdict.rank == culprit:
+        return f"; {per_source(verdict.source).removeprefix('per ')} names it first too"
+    return f"; {per_source(verdict.source).removeprefix('per ')} names rank {verdict.rank} first: it only exited first"
+
+
 def _stall_first(stall: Evidence, chosen: tuple[_Rank, Evidence, str] | None) -> bool:
     """A stall shutdown comes before the candidate: always before a launcher's word or a rank-unknown line,
     by time when both have one, else by position."""
@@ -291,6 +301,8 @@ def _report(job: Any, docs: list[Document], items: list[Evidence], size: int | N
         _no_primary(report, docs, ranks, size)
     blamed = {(chosen[0].epoch, chosen[0].rank)} if chosen else {(0, rank) for rank in report.blamed_ranks}
     _fates(report, ranks, chosen[1] if chosen else None, blamed)
+    if chosen is not None:
+        report.reasoning += _verdict_note(items, chosen[0].rank)
     report.recovered = recovery_of(docs, report)
     return report
 
