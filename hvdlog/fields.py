@@ -20,6 +20,8 @@ from typing import Final, Literal
 __all__ = [
     "DATASETS",
     "ECS_VERSION",
+    "EVIDENCE_KINDS",
+    "EVIDENCE_SOURCES",
     "EXTRA",
     "FIELDS",
     "FIELDS_BY_NAME",
@@ -55,6 +57,13 @@ DATASETS: Final = {
     "horovod.rejected": "events Elasticsearch refused to index, read back from Logstash's dead-letter queue:"
     " the reason in error.message, the original event as JSON text in event.original",
 }
+
+#: What a document that is evidence about a failure says (``hvdlog.evidence.kind``; docs/query.md, "Failure model").
+EVIDENCE_KINDS: Final = (
+    "exception", "signal", "exit_status", "peer_loss", "horovod_shutdown", "launcher_verdict", "expected_exit", "stall_report",
+)
+#: Who says it (``hvdlog.evidence.source``): the rank itself, or a launcher about a rank.
+EVIDENCE_SOURCES: Final = ("rank", "horovodrun", "openmpi_box", "mpirun_noticed", "srun", "hydra", "elastic_driver")
 
 #: Lower-case level names, in increasing severity (the values of ``log.level``).
 LEVELS: Final = ("trace", "debug", "info", "warning", "error", "critical")
@@ -136,6 +145,20 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("resources.gpu.memory_used_bytes", "long", "hvdlog", "GPU memory in use.", 17179869184),
     Field("resources.gpu.temperature_celsius", "double", "hvdlog", "GPU temperature.", 71.0),
     Field("resources.error", "keyword", "hvdlog", "A probe that failed (named once): its figures are left out.", "memory: PermissionError: ..."),
+    Field(
+        "hvdlog.evidence.kind", "keyword", "hvdlog",
+        "What failure evidence the document is (set at parse time from the message table): exception, signal, exit_status,"
+        " peer_loss, horovod_shutdown, launcher_verdict, expected_exit or stall_report.", "signal",
+    ),
+    Field(
+        "hvdlog.evidence.rank", "integer", "hvdlog",
+        "The rank the evidence is about, which is not always the rank that printed it (`mpirun noticed that process rank 2`);"
+        " absent: rank unknown.", 2,
+    ),
+    Field(
+        "hvdlog.evidence.source", "keyword", "hvdlog",
+        "Who says it: rank, horovodrun, openmpi_box, mpirun_noticed, srun, hydra or elastic_driver.", "mpirun_noticed",
+    ),
     Field(EXTRA, "flattened", "hvdlog", "Catch-all for keys this contract does not declare.", {"batch_size": 64}),
     # --- horovod: parsed from Horovod's own output, or detected by our watchdog -----
     Field("horovod.stall.missing_ranks", "integer", "horovod", "Ranks that had not joined the collective.", [1]),
@@ -188,16 +211,6 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("horovod.elastic.state", "keyword", "horovod", "The driver's `record state: host[slot] = STATE`: FAILURE, READY or SUCCESS.", "FAILURE"),
     Field("horovod.elastic.count", "long", "horovod", "The count in the driver's `... count == N -> stop running`.", 2),
     Field("horovod.elastic.stop_reason", "keyword", "horovod", "Why the driver stopped the job: success, all_failed, all_blacklisted.", "all_blacklisted"),
-    # --- evidence (names fixed by CONTRACT.md; the failures work owns them, declared here for the driver rows) ---
-    Field(
-        "hvdlog.evidence.kind", "keyword", "hvdlog",
-        "What a document is evidence of: exception, signal, exit_status, peer_loss, horovod_shutdown, launcher_verdict, expected_exit, stall_report.",
-        "expected_exit",
-    ),
-    Field(
-        "hvdlog.evidence.source", "keyword", "hvdlog",
-        "Who says it: rank, horovodrun, openmpi_box, mpirun_noticed, srun, hydra, elastic_driver.", "elastic_driver",
-    ),
     Field("horovod.launcher.stream", "keyword", "horovod", "stdout or stderr of the rank.", "stderr"),
     Field("horovod.launcher.job", "keyword", "horovod", "Open MPI job id from a `[job,rank]` tag.", "1"),
     Field("horovod.launcher.format", "keyword", "horovod", "Which launcher tag was seen: gloo, openmpi, mpich, none.", "gloo"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from hvdlog.cli.analysis import JobScope, nothing_found, size_option
 from hvdlog.cli.options import Run, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.spec import format_ranks
@@ -16,15 +17,19 @@ __all__ = ["stalls"]
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @click.option("--merge-gap", default=150.0, show_default=True, type=float, help="Reports further apart (s) start a new episode.")
+@size_option
 @source_options
-def stalls(run: Run, merge_gap: float, **_: object) -> None:
+def stalls(run: Run, merge_gap: float, size: int | None, **_: object) -> None:
     """List stall episodes: start, duration, missing ranks, tensors, and whether the job shut down.
 
     Under a DistributedOptimizer, also the tensors the waiting ranks need that a rank never submitted.
 
-    Exit 0 when there was at least one stall, 1 when none, 2 on an error.
+    Missing ranks are computed per tensor against the job size (its own events, or --size);
+    without one, "size unknown" says the ranks shown are a lower bound.
+
+    Exit 0 when there was at least one stall, 1 when none (one sentence on stderr says what was read), 2 on an error.
     """
-    episodes = find_stalls(lambda spec: run.documents(spec=spec), run.spec, merge_gap)
+    episodes = find_stalls(lambda spec: run.documents(spec=spec), run.spec, merge_gap, size=size)
     printer = Printer(as_json=run.as_json)
     for episode in episodes:
         if run.as_json:
@@ -42,10 +47,19 @@ def stalls(run: Run, merge_gap: float, **_: object) -> None:
         details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), summarize(episode.tensors, 6)]
         if episode.start is None:
             details.append(f"{episode.reports} report(s)")
+        if episode.missing_by_tensor and episode.size is None:
+            details.append("size unknown: at least these ranks (give --size)")
+        if episode.epoch:
+            details.append(f"epoch {episode.epoch}")
         if episode.waiting_ranks:
             details.append(f"waiting ranks {format_ranks(episode.waiting_ranks)}")
         if episode.unsubmitted_tensors:
             ranks = format_ranks(episode.unsubmitted_ranks)
             details.append(f"never submitted by rank {ranks}: {summarize(episode.unsubmitted_tensors, 6)}")
         printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")
+    if not episodes and not run.failures:
+        scope = JobScope()
+        for _doc in scope.watch(run.documents()):  # only when nothing was found: what was read, for the sentence
+            pass
+        nothing_found("no stall", scope)
     run.exit(bool(episodes))

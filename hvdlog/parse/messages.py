@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
 
-__all__ = ["MESSAGES_FILE", "Message", "load_messages", "recognise", "signal_names"]
+__all__ = ["MESSAGES_FILE", "Message", "load_messages", "read_table", "recognise", "signal_names"]
 
 #: The table, shipped inside the package; ``HVDLOG_MESSAGES`` points elsewhere.
 MESSAGES_FILE: Final = Path(os.environ.get("HVDLOG_MESSAGES") or Path(__file__).resolve().parent / "assets" / "messages.json")
@@ -67,14 +67,19 @@ def _row(row: dict[str, Any], path: Path) -> Message:
     return Message(pattern, row.get("dataset", DEFAULT_DATASET), tuple(fields.items()))
 
 
+def read_table(path: Path = MESSAGES_FILE) -> dict[str, Any]:
+    """The table file as JSON (its ``messages`` rows, and the ``evidence`` rules of hvdlog.parse.evidence)."""
+    try:
+        table: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise PatternError(f"cannot read the message table {path}: {error}; set HVDLOG_MESSAGES") from error
+    return table
+
+
 @cache
 def load_messages(path: Path = MESSAGES_FILE) -> tuple[Message, ...]:
     """The table's rows, compiled (cached)."""
-    try:
-        table = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise PatternError(f"cannot read the message table {path}: {error}; set HVDLOG_MESSAGES") from error
-    return tuple(_row(row, Path(path)) for row in table["messages"])
+    return tuple(_row(row, Path(path)) for row in read_table(path)["messages"])
 
 
 def recognise(line: str) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from typing import Any, Final
 from hvdlog.documents import Document
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
 from hvdlog.parse.blocks import Opener, bound, grammar
+from hvdlog.parse.evidence import classify
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import CompiledPattern, compile_pattern
@@ -337,7 +338,7 @@ class NativeParser:
             flat["@timestamp"] = time
         flat.pop("@metadata.hvd.launcher_time", None)
         bound(flat)  # a document's texts have a byte cap (hvdlog/parse/assets/blocks.json)
-        return nest(flat)
+        return nest(classify(flat))  # failure evidence: the message table's evidence rules
 
 
 # --- line repairs (small and separate: the block grammar around them is data elsewhere) ------

@@ -20,9 +20,16 @@ from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, job_of, sort_key, timestamp_millis
 from hvdlog.fields import level_at_least
+from hvdlog.parse.patterns import compile_pattern
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
 
-__all__ = ["STALL_EVENTS", "StallEpisode", "find_stalls", "names_in", "progress_filter", "ranks_in", "stall_episodes"]
+__all__ = [
+    "STALL_EVENTS", "EpisodeBuilder", "StallEpisode", "find_stalls", "names_in", "progress_filter", "ranks_in", "ready_entries",
+    "stall_episodes",
+]
+
+#: A legacy ``<tensor> [missing|ready ranks: ...]`` entry (the pattern file's, one source).
+_OP: Final = compile_pattern("HOROVOD_STALL_OP")
 
 #: What the analysis needs from a source: stall reports and anything that ends a job.
 STALL_EVENTS: Final = (
@@ -35,7 +42,7 @@ STALL_EVENTS: Final = (
 
 @dataclass
 class StallEpisode:
-    """One stall, from first report to resolution or shutdown."""
+    """One stall, from first report to resolution or shutdown (the result; :class:`EpisodeBuilder` builds it)."""
 
     source: str
     job: str | None
@@ -52,21 +59,18 @@ class StallEpisode:
     reports: int = 0
     resolved: bool = False
     shutdown: bool = False
-    _start_ms: int = 0
-    _last_ms: int = 0
-    _stalled: set[int] = field(default_factory=set)
-    _stalled_steps: dict[int, int] = field(default_factory=dict)
-    _culprits: set[int] = field(default_factory=set)
-    _waits: dict[int, set[str]] = field(default_factory=dict)
-    _unsubmitted: dict[int, dict[str, None]] = field(default_factory=dict)
-    _size: int | None = None
-    #: Reports without a time (Horovod before 0.16, HOROVOD_LOG_HIDE_TIME): placed by position.
-    _untimed: bool = False
-    _last_index: int = 0
+    #: The job size the missing ranks were computed against (None: size unknown, missing is a lower bound).
+    size: int | None = None
+    #: Where the size came from: ``--size``, ``events`` (the job's own), or None.
+    size_source: str | None = None
+    #: The membership epoch (elastic reset count) of the incarnation the stall happened in.
+    epoch: int = 0
+    #: Per tensor of legacy ``[ready ranks: ...]`` reports: the ranks missing from it (never a union of ready sets).
+    missing_by_tensor: dict[str, list[int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The public fields, for ``--json``."""
-        return {key: value for key, value in asdict(self).items() if not key.startswith("_")}
+        """The fields, for ``--json``."""
+        return asdict(self)
 
 
 def ranks_in(value: Any) -> list[int]:
@@ -96,168 +100,256 @@ def _is_failure(doc: Document) -> bool:
     )
 
 
-def _open(source: str, doc: Document, millis: int) -> StallEpisode:
-    seconds = _seconds(get_field(doc, "horovod.stall.seconds"))
-    start = millis - int(seconds * 1000)
-    return StallEpisode(source, job_of(doc), _iso(start), None, 0.0, _start_ms=start, _last_ms=millis)
+def _epoch(doc: Document) -> int:
+    epoch = get_field(doc, "horovod.elastic.epoch")
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0 else 0
 
 
-def _add(episode: StallEpisode, doc: Document, millis: int) -> None:
-    episode.reports += 1
-    episode._last_ms = millis
-    size = doc.get("size")
-    if isinstance(size, int) and 0 < size <= MAX_JOB_SIZE:  # bounded: see MAX_JOB_SIZE
-        episode._size = size
-    for name in names_in(get_field(doc, "horovod.stall.tensors")):
-        if name not in episode.tensors:
-            episode.tensors.append(name)
-    if isinstance(step := doc.get("step"), int):
-        episode.step = step if episode.step is None else min(episode.step, step)
-    if get_field(doc, "horovod.stall.shutdown"):
-        episode.shutdown = True
-    missing = ranks_in(get_field(doc, "horovod.stall.missing_ranks"))
-    episode.missing_ranks = sorted(set(episode.missing_ranks) | set(missing))
+def ready_entries(doc: Document) -> list[tuple[str, list[int]]]:
+    """(tensor, ready ranks) of each ``<tensor> [ready ranks: ...]`` entry of a legacy report."""
+    if get_field(doc, "horovod.stall.ready_ranks") is None:
+        return []
+    entries = []
+    for op in _OP.finditer(str(doc.get("message") or "")):
+        if op["@metadata.hvd.stall_kind"] == "ready":
+            entries.append((op["@metadata.hvd.stall_tensor"], [int(r) for r in op["@metadata.hvd.stall_ranks"].replace(" ", "").split(",")]))
+    return entries
 
 
-def _add_watchdog(episode: StallEpisode, doc: Document, millis: int) -> None:
-    _add(episode, doc, millis)
-    rank = doc.get("rank")
-    if not isinstance(rank, int):
-        return
-    if rank not in episode._stalled:  # the step it stalled at (a later report of the same stall repeats it)
-        step = doc.get("step")
-        episode._stalled_steps[rank] = step if isinstance(step, int) else -1
-    episode._stalled.add(rank)
-    episode._waits.setdefault(rank, set()).update(names_in(get_field(doc, "horovod.stall.tensors")))
-    episode._unsubmitted.setdefault(rank, {}).update(dict.fromkeys(names_in(get_field(doc, "horovod.stall.unsubmitted_tensors"))))
-    operation = get_field(doc, "horovod.stall.operation")
-    if operation and rank in episode._culprits:
-        # It stalled outside any collective (its first report); a later report from inside one
-        # is the same rank having moved on into the step's allreduce, not a rank that waits.
-        return
-    if operation:
-        if rank not in episode.waiting_ranks:
-            episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
-        if isinstance(operation, str) and operation not in episode.operations:
-            episode.operations.append(operation)
-    else:
-        episode._culprits.add(rank)
+class EpisodeBuilder:
+    """Builds one :class:`StallEpisode` from its reports: the accumulators live here, not in the result."""
 
+    __slots__ = ("culprits", "episode", "last_index", "last_ms", "ready", "size_seen", "stalled", "stalled_steps", "start_ms",
+                 "unsubmitted", "untimed", "waits")
 
-def _blame_unsubmitted(episode: StallEpisode) -> set[int]:
-    """Ranks that never submitted a tensor another rank waits for; fills ``unsubmitted_*``."""
-    blamed: dict[str, None] = {}
-    for rank, unsubmitted in episode._unsubmitted.items():
-        needed = set().union(*(waits for other, waits in episode._waits.items() if other != rank))
-        if names := [name for name in unsubmitted if name in needed]:
-            episode.unsubmitted_ranks.append(rank)
-            blamed.update(dict.fromkeys(names))
-    episode.unsubmitted_tensors = list(blamed)
-    episode.unsubmitted_ranks.sort()
-    return set(episode.unsubmitted_ranks)
+    def __init__(self, episode: StallEpisode, start_ms: int = 0, last_ms: int = 0, *, untimed: bool = False) -> None:
+        self.episode = episode
+        self.start_ms, self.last_ms = start_ms, last_ms
+        #: Reports without a time (Horovod before 0.16, HOROVOD_LOG_HIDE_TIME): placed by position.
+        self.untimed = untimed
+        self.last_index = 0
+        self.stalled: set[int] = set()
+        self.stalled_steps: dict[int, int] = {}
+        self.culprits: set[int] = set()
+        self.waits: dict[int, set[str]] = {}
+        self.unsubmitted: dict[int, dict[str, None]] = {}
+        self.ready: dict[str, set[int]] = {}
+        self.size_seen: int | None = None
 
+    @classmethod
+    def open(cls, source: str, doc: Document, millis: int) -> EpisodeBuilder:
+        """An episode that began ``horovod.stall.seconds`` before its first report."""
+        start = millis - int(_seconds(get_field(doc, "horovod.stall.seconds")) * 1000)
+        return cls(StallEpisode(source, job_of(doc), _iso(start), None, 0.0, epoch=_epoch(doc)), start, millis)
 
-def _finish(episode: StallEpisode, failures: list[tuple[int, Document]], failed_at: list[int]) -> StallEpisode:
-    if episode._untimed:  # no times: a failure later in the stream ends it in shutdown
-        episode.shutdown = episode.shutdown or any(index > episode._last_index for index in failed_at)
-        return episode
-    if episode.source == "watchdog":
-        missing = (set(episode._culprits) - set(episode.waiting_ranks)) | _blame_unsubmitted(episode)
-        if episode._size and episode.waiting_ranks:
-            reporting = set(episode.waiting_ranks) | episode._culprits
-            missing |= set(range(episode._size)) - reporting
-        episode.missing_ranks = sorted(set(episode.missing_ranks) | missing)
-    end = episode._last_ms
-    if not episode.resolved:
-        after = [millis for millis, doc in failures if millis >= episode._start_ms]
-        if after:
+    def add(self, doc: Document, millis: int) -> None:
+        """A report of any source: tensors, step, shutdown, the missing ranks it names."""
+        episode = self.episode
+        episode.reports += 1
+        self.last_ms = millis
+        size = doc.get("size")
+        if isinstance(size, int) and 0 < size <= MAX_JOB_SIZE:  # bounded: see MAX_JOB_SIZE
+            self.size_seen = size
+        for name in names_in(get_field(doc, "horovod.stall.tensors")):
+            if name not in episode.tensors:
+                episode.tensors.append(name)
+        if isinstance(step := doc.get("step"), int):
+            episode.step = step if episode.step is None else min(episode.step, step)
+        if get_field(doc, "horovod.stall.shutdown"):
             episode.shutdown = True
-            end = max(end, after[0])
-    episode.end = _iso(end)
-    episode.duration_s = round((end - episode._start_ms) / 1000, 3)
-    return episode
+        entries = ready_entries(doc)
+        for tensor, ready in entries:
+            self.ready.setdefault(tensor, set()).update(ready)
+        if not entries:  # legacy ready reports: missing is computed per tensor at the end
+            episode.missing_ranks = sorted(set(episode.missing_ranks) | set(ranks_in(get_field(doc, "horovod.stall.missing_ranks"))))
+
+    def add_watchdog(self, doc: Document, millis: int) -> None:
+        """A watchdog report: the rank waits inside a collective (a victim) or is stuck outside one (a culprit)."""
+        self.add(doc, millis)
+        rank = doc.get("rank")
+        if not isinstance(rank, int):
+            return
+        if rank not in self.stalled:  # the step it stalled at (a later report of the same stall repeats it)
+            step = doc.get("step")
+            self.stalled_steps[rank] = step if isinstance(step, int) else -1
+        self.stalled.add(rank)
+        self.waits.setdefault(rank, set()).update(names_in(get_field(doc, "horovod.stall.tensors")))
+        self.unsubmitted.setdefault(rank, {}).update(dict.fromkeys(names_in(get_field(doc, "horovod.stall.unsubmitted_tensors"))))
+        operation = get_field(doc, "horovod.stall.operation")
+        if operation and rank in self.culprits:
+            # It stalled outside any collective (its first report); a later report from inside one
+            # is the same rank having moved on into the step's allreduce, not a rank that waits.
+            return
+        episode = self.episode
+        if operation:
+            if rank not in episode.waiting_ranks:
+                episode.waiting_ranks = sorted({*episode.waiting_ranks, rank})
+            if isinstance(operation, str) and operation not in episode.operations:
+                episode.operations.append(operation)
+        else:
+            self.culprits.add(rank)
+
+    def blame_unsubmitted(self) -> set[int]:
+        """Ranks that never submitted a tensor another rank waits for; fills ``unsubmitted_*``."""
+        episode = self.episode
+        blamed: dict[str, None] = {}
+        for rank, unsubmitted in self.unsubmitted.items():
+            needed = set().union(*(waits for other, waits in self.waits.items() if other != rank))
+            if names := [name for name in unsubmitted if name in needed]:
+                episode.unsubmitted_ranks.append(rank)
+                blamed.update(dict.fromkeys(names))
+        episode.unsubmitted_tensors = list(blamed)
+        episode.unsubmitted_ranks.sort()
+        return set(episode.unsubmitted_ranks)
+
+    def size_for(self, size: int | None) -> None:
+        """The job size: ``--size``, else the job's own events; left None (size unknown) when neither says it."""
+        episode = self.episode
+        if size is not None:
+            episode.size, episode.size_source = size, "--size"
+        elif self.size_seen is not None:
+            episode.size, episode.size_source = self.size_seen, "events"
+
+    def missing_per_tensor(self, highest: int | None) -> None:
+        """Legacy ready reports: each tensor's missing ranks against the size; size unknown: the ranks below
+        the highest rank the job shows that are not ready (a lower bound, said as such)."""
+        episode = self.episode
+        upto = episode.size if episode.size is not None else (highest + 1 if highest is not None else None)
+        if upto is None:
+            return
+        for tensor, ready in self.ready.items():
+            episode.missing_by_tensor[tensor] = [rank for rank in range(upto) if rank not in ready]
+        episode.missing_ranks = sorted(set(episode.missing_ranks).union(*episode.missing_by_tensor.values()))
+
+    def finish(self, failures: list[tuple[int, Document]], failed_at: list[int], size: int | None, highest: int | None) -> StallEpisode:
+        """The episode: missing ranks (per tensor, against the size), its end and duration."""
+        episode = self.episode
+        self.size_for(size)
+        self.missing_per_tensor(highest)
+        if self.untimed:  # no times: a failure later in the stream ends it in shutdown
+            episode.shutdown = episode.shutdown or any(index > self.last_index for index in failed_at)
+            return episode
+        if episode.source == "watchdog":
+            missing = (set(self.culprits) - set(episode.waiting_ranks)) | self.blame_unsubmitted()
+            if episode.size and episode.waiting_ranks:
+                reporting = set(episode.waiting_ranks) | self.culprits
+                missing |= set(range(episode.size)) - reporting
+            episode.missing_ranks = sorted(set(episode.missing_ranks) | missing)
+        end = self.last_ms
+        if not episode.resolved:
+            after = [millis for millis, doc in failures if millis >= self.start_ms]
+            if after:
+                episode.shutdown = True
+                end = max(end, after[0])
+        episode.end = _iso(end)
+        episode.duration_s = round((end - self.start_ms) / 1000, 3)
+        return episode
+
+    def progressed(self, doc: Document) -> bool:
+        """A stalled rank logged a later step: it made progress even if its watchdog had no time to say so."""
+        rank, step = doc.get("rank"), doc.get("step")
+        stalled_at = self.stalled_steps.get(rank) if isinstance(rank, int) else None
+        return isinstance(step, int) and stalled_at is not None and step > stalled_at
+
+    def resume(self, rank: int, millis: int) -> bool:
+        """``rank`` is moving again; True when no rank is stalled any more (the episode resolved)."""
+        self.stalled.discard(rank)
+        if self.stalled:
+            return False
+        self.episode.resolved, self.last_ms = True, millis
+        return True
 
 
-def _progressed(episode: StallEpisode | None, doc: Document) -> bool:
-    """A stalled rank logged a later step: it made progress even if its watchdog had no time to say so."""
-    if episode is None:
-        return False
-    rank, step = doc.get("rank"), doc.get("step")
-    stalled_at = episode._stalled_steps.get(rank) if isinstance(rank, int) else None
-    return isinstance(step, int) and stalled_at is not None and step > stalled_at
+_Key = tuple[str, Any, int]
 
 
-def _resume(current: dict[tuple[str, Any], StallEpisode], key: tuple[str, Any], rank: int, millis: int) -> None:
-    """``rank`` is moving again; the episode ends when no rank is stalled any more."""
-    episode = current.get(key)
-    if episode is None:
-        return
-    episode._stalled.discard(rank)
-    if not episode._stalled:
-        episode.resolved, episode._last_ms = True, millis
+def _resume(current: dict[_Key, EpisodeBuilder], key: _Key, rank: int, millis: int) -> None:
+    builder = current.get(key)
+    if builder is not None and builder.resume(rank, millis):
         del current[key]
 
 
-def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0) -> list[StallEpisode]:
-    """Every episode, ordered by start; reports further apart than ``merge_gap`` s split episodes.
+def _highest(doc: Document, highest: dict[Any, int]) -> None:
+    """The highest rank a job shows (its own ranks and the ranks its reports name): a lower bound of its size."""
+    ranks = ranks_in(doc.get("rank")) + ranks_in(get_field(doc, "horovod.stall.ready_ranks")) + ranks_in(get_field(doc, "horovod.stall.missing_ranks"))
+    if ranks:
+        job = job_of(doc)
+        highest[job] = max(highest.get(job, -1), *ranks)
 
-    Reports without a time are kept too (episodes with no start): consecutive ones that share
-    a missing rank are one episode, ordered by their position in the stream.
-    """
+
+def _builders(docs: Iterable[Document], merge_gap: float) -> tuple[list[EpisodeBuilder], dict[str, Any]]:
+    """Every episode's builder, with what finishing needs (failures, their positions, the highest ranks)."""
     gap_ms = int(merge_gap * 1000)
-    episodes: list[StallEpisode] = []
-    current: dict[tuple[str, Any], StallEpisode] = {}
-    failures: dict[Any, list[tuple[int, Document]]] = {}
-    failed_at: dict[Any, list[int]] = {}  # positions of failures, for untimed episodes
+    builders: list[EpisodeBuilder] = []
+    current: dict[_Key, EpisodeBuilder] = {}
+    seen: dict[str, Any] = {"failures": {}, "failed_at": {}, "highest": {}}
     for index, doc in enumerate(sorted(docs, key=sort_key)):
+        _highest(doc, seen["highest"])
         millis = timestamp_millis(doc.get("@timestamp"))
         job = job_of(doc)
         source = get_field(doc, "horovod.stall.source")
         if source is None and get_field(doc, "horovod.stall.missing_ranks") is not None:
             source = "inspector"
+        if source is None and _is_failure(doc):
+            seen["failed_at"].setdefault(job, []).append(index)
+            if millis is not None:
+                seen["failures"].setdefault(job, []).append((millis, doc))
+            continue
         if millis is None:
-            if source is None and _is_failure(doc):
-                failed_at.setdefault(job, []).append(index)
-            elif source is not None:
-                _add_untimed(episodes, current, (source, job), doc, index)
+            if source is not None:
+                _add_untimed(builders, current, (source, job, _epoch(doc)), doc, index)
             continue
-        action = get_field(doc, "event.action")
         if source is None:
-            if _is_failure(doc):
-                failures.setdefault(job, []).append((millis, doc))
-                failed_at.setdefault(job, []).append(index)
-            elif _progressed(current.get(("watchdog", job)), doc):
-                _resume(current, ("watchdog", job), doc["rank"], millis)
+            watched = current.get(("watchdog", job, _epoch(doc)))
+            if watched is not None and watched.progressed(doc):
+                _resume(current, ("watchdog", job, _epoch(doc)), doc["rank"], millis)
             continue
-        key = (source, job)
-        episode = current.get(key)
-        if action == "stall_resolved":
-            if episode is not None and isinstance(rank := doc.get("rank"), int):
-                _resume(current, key, rank, millis)
-            continue
-        if episode is None or millis - episode._last_ms > gap_ms:
-            episode = current[key] = _open(source, doc, millis)
-            episodes.append(episode)
-        if source == "watchdog":
-            _add_watchdog(episode, doc, millis)
-        else:
-            _add(episode, doc, millis)
-    finished = [_finish(e, failures.get(e.job, []), failed_at.get(e.job, [])) for e in episodes]
+        _add_timed(builders, current, (source, job, _epoch(doc)), doc, millis, gap_ms)
+    return builders, seen
+
+
+def _add_timed(builders: list[EpisodeBuilder], current: dict[_Key, EpisodeBuilder], key: _Key, doc: Document, millis: int, gap_ms: int) -> None:
+    """A timed report or resolution: it joins the open episode of its source, job and epoch, or opens one."""
+    builder = current.get(key)
+    if get_field(doc, "event.action") == "stall_resolved":
+        if builder is not None and isinstance(rank := doc.get("rank"), int):
+            _resume(current, key, rank, millis)
+        return
+    if builder is None or millis - builder.last_ms > gap_ms:
+        builder = current[key] = EpisodeBuilder.open(key[0], doc, millis)
+        builders.append(builder)
+    if key[0] == "watchdog":
+        builder.add_watchdog(doc, millis)
+    else:
+        builder.add(doc, millis)
+
+
+def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0, *, size: int | None = None) -> list[StallEpisode]:
+    """Every episode, ordered by start; reports further apart than ``merge_gap`` s split episodes.
+
+    Episodes are per incarnation of an elastic job (``horovod.elastic.epoch``). ``size``: the
+    job size when the user knows it; else the job's own events say it, or it is unknown (the
+    missing ranks of legacy ``[ready ranks]`` reports are then a lower bound). Reports without a
+    time are kept too (episodes with no start): consecutive ones that share a missing rank are
+    one episode, ordered by their position in the stream.
+    """
+    builders, seen = _builders(docs, merge_gap)
+    for builder in builders:
+        job = builder.episode.job
+        builder.finish(seen["failures"].get(job, []), seen["failed_at"].get(job, []), size, seen["highest"].get(job))
     # Untimed episodes sort first (as untimed events do), in the order they were reported.
-    return sorted(finished, key=lambda episode: (not episode._untimed, episode._start_ms))
+    return [b.episode for b in sorted(builders, key=lambda builder: (not builder.untimed, builder.start_ms))]
 
 
-def _add_untimed(
-    episodes: list[StallEpisode], current: dict[tuple[str, Any], StallEpisode], key: tuple[str, Any], doc: Document, index: int
-) -> None:
+def _add_untimed(builders: list[EpisodeBuilder], current: dict[_Key, EpisodeBuilder], key: _Key, doc: Document, index: int) -> None:
     """An untimed report joins the open untimed episode when they share a missing rank; else it opens one."""
-    episode = current.get(key)
+    builder = current.get(key)
     missing = set(ranks_in(get_field(doc, "horovod.stall.missing_ranks")))
-    if episode is None or not episode._untimed or (missing and episode.missing_ranks and not missing & set(episode.missing_ranks)):
-        episode = current[key] = StallEpisode(key[0], key[1], None, None, 0.0, _untimed=True)
-        episodes.append(episode)
-    _add(episode, doc, 0)
-    episode._last_index = index
+    if builder is None or not builder.untimed or (missing and builder.episode.missing_ranks and not missing & set(builder.episode.missing_ranks)):
+        builder = current[key] = EpisodeBuilder(StallEpisode(key[0], key[1], None, None, 0.0, epoch=key[2]), untimed=True)
+        builders.append(builder)
+    builder.add(doc, 0)
+    builder.last_index = index
 
 
 def progress_filter(docs: Sequence[Document], base: Filter) -> Filter | None:
@@ -266,22 +358,25 @@ def progress_filter(docs: Sequence[Document], base: Filter) -> Filter | None:
     A rank that moves on may die before its watchdog reports the resolution; only its later
     step events show it. Fetching just those keeps ``stalls`` from reading every step event.
     """
-    still_open = [e for e in stall_episodes(docs) if e.source == "watchdog" and not e.resolved and e._stalled]
+    builders, _ = _builders(docs, 150.0)
+    still_open = [b for b in builders if b.episode.source == "watchdog" and not b.episode.resolved and b.stalled]
     if not still_open:
         return None
-    ranks = frozenset(rank for e in still_open for rank in e._stalled)
-    first_step = min(e._stalled_steps.get(rank, -1) for e in still_open for rank in e._stalled)
-    start = datetime.fromtimestamp(min(e._start_ms for e in still_open) / 1000, tz=timezone.utc)
+    ranks = frozenset(rank for b in still_open for rank in b.stalled)
+    first_step = min(b.stalled_steps.get(rank, -1) for b in still_open for rank in b.stalled)
+    start = datetime.fromtimestamp(min(b.start_ms for b in still_open) / 1000, tz=timezone.utc)
     since = max(base.since, start) if base.since else start
     # Not narrowed by job: stall_episodes matches progress to its own job anyway.
     return replace(base, ranks=ranks, since=since, steps=(first_step + 1, None), any_of=())
 
 
-def find_stalls(search: Callable[[Filter], Iterable[Document]], base: Filter, merge_gap: float = 150.0) -> list[StallEpisode]:
+def find_stalls(
+    search: Callable[[Filter], Iterable[Document]], base: Filter, merge_gap: float = 150.0, *, size: int | None = None
+) -> list[StallEpisode]:
     """Episodes from any source: stall reports and failures first, then the progress that may end them."""
     docs = list(search(replace(base, any_of=STALL_EVENTS)))
     extra = progress_filter(docs, base)
     if extra is not None:
         reports = Filter(any_of=STALL_EVENTS)
         docs += [doc for doc in search(extra) if not reports.matches(doc)]
-    return stall_episodes(docs, merge_gap)
+    return stall_episodes(docs, merge_gap, size=size)

@@ -59,6 +59,7 @@ def register(params)
   end.freeze
   # signal number -> name: the map of mpirun's row (Hydra's box uses it too)
   @signal_names = @messages.find { |row| row[3] == "HOROVOD_MPIRUN_SIGNAL" }[2].fetch("event.reason").fetch("map")
+  @evidence = load_evidence(params.fetch("messages_file"))
   @hydra_rank = compile("HOROVOD_HYDRA_RANK")
   @hydra_end = compile("HOROVOD_HYDRA_END")
   setting = params.fetch("chatter", "keep").to_s
@@ -81,8 +82,8 @@ def filter(event)
     first_state = stall_header?(event.get("message").to_s) ? :stall : :core
   end
   pieces = segments(lines, first_state)
-  return bound(process(event, pieces.first || lines)) if pieces.length <= 1
-  split(event, pieces, first_state)
+  return classify_all(bound(process(event, pieces.first || lines))) if pieces.length <= 1
+  classify_all(split(event, pieces, first_state))
 end
 
 # Filebeat joined lines that hvdlog parse reads as several documents (a headless traceback
@@ -313,7 +314,6 @@ def launcher_event(event, lines)
       event.set("[event][reason]", @signal_names[number.to_s]) if @signal_names.key?(number.to_s)
     end
     event.set("[message]", lines.join("\n"))
-    event.set("[error][stack_trace]", lines.join("\n"))
     event.set("[log][level]", "error")
   elsif (found = captures(@terminate, first))
     event.set("[message]", lines.join("\n"))
@@ -482,6 +482,46 @@ def recognise(line)
     return fields
   end
   nil
+end
+
+# --- failure evidence: the table's evidence rules, applied like hvdlog/parse/evidence.py -------
+
+EVIDENCE_LEVELS = %w[warning error critical].freeze
+
+EvidenceRule = Struct.new(:kind, :source, :pattern, :when, :has, :rank, :any_level)
+
+def load_evidence(path)
+  JSON.parse(File.read(path, encoding: "UTF-8")).fetch("evidence", []).map do |row|
+    pattern = row["pattern"] && compile(row["pattern"])
+    when_fields = row.fetch("when", {}).map { |name, values| [reference(name), values] }
+    EvidenceRule.new(row.fetch("kind"), row.fetch("source"), pattern, when_fields, row["has"] && reference(row["has"]),
+                     row["rank"] && reference(row["rank"]), row.fetch("any_level", false)).freeze
+  end.freeze
+end
+
+# hvdlog.evidence.kind/.source/.rank of the first rule an event matches (none: no evidence).
+def classify_all(events)
+  events.each do |event|
+    severe = EVIDENCE_LEVELS.include?(event.get("[log][level]"))
+    @evidence.each do |rule|
+      next unless rule.any_level || severe
+      next if rule.has && event.get(rule.has).nil?
+      next unless rule.when.all? { |name, values| values.include?(event.get(name)) }
+      found = {}
+      if rule.pattern
+        message = event.get("[message]")
+        found = message.is_a?(String) && captures(rule.pattern, message)
+        next unless found
+      end
+      event.set("[hvdlog][evidence][kind]", rule.kind)
+      event.set("[hvdlog][evidence][source]", rule.source)
+      if rule.rank
+        rank = found.key?(rule.rank) ? found[rule.rank] : event.get(rule.rank)
+        event.set("[hvdlog][evidence][rank]", rank) if rank.is_a?(Integer) && rank >= 0
+      end
+      break
+    end
+  end
 end
 
 # --- the pattern file, expanded like hvdlog/parse/patterns.py --------------------------

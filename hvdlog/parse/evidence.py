@@ -1,0 +1,109 @@
+"""Failure evidence, classified once at parse time: ``hvdlog.evidence.kind``/``.rank``/``.source``.
+
+The rules are the ``evidence`` list of the message table (hvdlog/parse/assets/messages.json),
+which logstash/pipeline/horovod_native.rb applies the same way, so files and Elasticsearch
+documents carry the same fields. A rule names a pattern of the grok pattern file searched in
+the finished document's ``message`` (a line, a whole traceback or box), field values it
+needs (``when``), a field it needs (``has``), and where the rank the evidence is *about* is
+(``rank``: a capture of the pattern, or a field of the document). Rules look only at
+documents of level warning or above, unless the rule says ``any_level`` (launcher lines
+that stay info, such as Open MPI's box): most lines are never searched. The first rule that
+matches wins; a document no rule matches is no evidence. The failure model that reads these
+fields is hvdlog.query.failures (docs/query.md, "Failure model").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Final
+
+from hvdlog.documents import get_field
+from hvdlog.fields import EVIDENCE_KINDS, EVIDENCE_SOURCES
+from hvdlog.parse.messages import MESSAGES_FILE, read_table
+from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
+
+__all__ = ["KIND", "RANK", "SOURCE", "EvidenceRule", "classify", "evidence_fields", "evidence_rules"]
+
+KIND: Final = "hvdlog.evidence.kind"
+RANK: Final = "hvdlog.evidence.rank"
+SOURCE: Final = "hvdlog.evidence.source"
+#: The levels every rule looks at; a rule with ``any_level`` also looks at info and below.
+_SEVERE: Final = frozenset({"warning", "error", "critical"})
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRule:
+    """One row of the table's ``evidence`` list."""
+
+    kind: str
+    source: str
+    pattern: CompiledPattern | None
+    when: tuple[tuple[str, tuple[Any, ...]], ...]
+    has: str | None
+    rank: str | None
+    #: False (the default): only documents at warning or above; True: any level (launcher lines kept as info).
+    any_level: bool = False
+
+    def fields_of(self, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The evidence fields for ``doc`` (flat or nested), or None when the rule does not apply."""
+        if not self.any_level and get_field(doc, "log.level") not in _SEVERE:
+            return None
+        if self.has is not None and get_field(doc, self.has) is None:
+            return None
+        if any(get_field(doc, name) not in values for name, values in self.when):
+            return None
+        captured: dict[str, Any] = {}
+        if self.pattern is not None:
+            message = doc.get("message")
+            found = self.pattern.search(message) if isinstance(message, str) else None
+            if found is None:
+                return None
+            captured = found
+        fields: dict[str, Any] = {KIND: self.kind, SOURCE: self.source}
+        if self.rank is not None:
+            rank = captured.get(self.rank, get_field(doc, self.rank))
+            if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
+                fields[RANK] = rank
+        return fields
+
+
+def _rule(row: Mapping[str, Any], path: Path) -> EvidenceRule:
+    kind, source = row.get("kind"), row.get("source")
+    if kind not in EVIDENCE_KINDS or source not in EVIDENCE_SOURCES:
+        raise PatternError(f"{path}: evidence rule {dict(row)!r}: kind must be one of {EVIDENCE_KINDS}, source one of {EVIDENCE_SOURCES}")
+    if not ({"pattern", "when", "has"} & set(row)):
+        raise PatternError(f"{path}: evidence rule {dict(row)!r} has no condition (pattern, when or has)")
+    name = row.get("pattern")
+    when = tuple((field, tuple(values)) for field, values in row.get("when", {}).items())
+    pattern = compile_pattern(name) if name else None
+    return EvidenceRule(kind, source, pattern, when, row.get("has"), row.get("rank"), bool(row.get("any_level", False)))
+
+
+@cache
+def evidence_rules(path: Path = MESSAGES_FILE) -> tuple[EvidenceRule, ...]:
+    """The table's evidence rules, compiled (cached)."""
+    return tuple(_rule(row, Path(path)) for row in read_table(path).get("evidence", ()))
+
+
+@cache
+def _any_level_rules(path: Path = MESSAGES_FILE) -> tuple[EvidenceRule, ...]:
+    return tuple(rule for rule in evidence_rules(path) if rule.any_level)
+
+
+def evidence_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The evidence fields the first matching rule gives ``doc`` (empty: no evidence)."""
+    rules = evidence_rules() if get_field(doc, "log.level") in _SEVERE else _any_level_rules()
+    for rule in rules:
+        fields = rule.fields_of(doc)
+        if fields is not None:
+            return fields
+    return {}
+
+
+def classify(flat: dict[str, Any]) -> dict[str, Any]:
+    """``flat`` (dotted keys) with its evidence fields added (when a rule matches)."""
+    flat.update(evidence_fields(flat))
+    return flat

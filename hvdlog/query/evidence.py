@@ -1,0 +1,127 @@
+"""Failure evidence as the failure model reads it: one :class:`Evidence` per document.
+
+The parse step classified each document (``hvdlog.evidence.kind``/``.rank``/``.source``,
+hvdlog/parse/evidence.py, from the message table); documents indexed without those fields
+(our own JSON events, older data) are classified here by the same rules. What is left to
+read is what the evidence *means* for the rank it is about: a fault that can start a chain,
+a consequence of another rank's fault, an expected exit, or the launcher's verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Final
+
+from hvdlog.documents import Document, get_field, timestamp_millis
+from hvdlog.fields import level_at_least
+from hvdlog.parse.evidence import KIND, RANK, SOURCE, evidence_fields
+from hvdlog.parse.messages import signal_names
+
+__all__ = ["TERMINATION", "Evidence", "evidence_of", "per_source"]
+
+#: Signals a rank gets from the launcher (or an operator) when another rank failed.
+TERMINATION: Final = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGPIPE"})
+
+#: How a source is named in a reasoning line.
+_PER: Final = {
+    "rank": "in its own output",
+    "horovodrun": "per horovodrun",
+    "openmpi_box": "per Open MPI's summary",
+    "mpirun_noticed": "per mpirun",
+    "srun": "per srun",
+    "hydra": "per Hydra (mpiexec)",
+    "elastic_driver": "per the elastic driver",
+    "hvdlog": "per hvdlog's own events",
+}
+
+
+def per_source(source: str) -> str:
+    """``per horovodrun``, ``in its own output``, ... for a reasoning line."""
+    return _PER.get(source, f"per {source}")
+
+
+@cache
+def _names() -> dict[str, str]:
+    return signal_names()
+
+
+def _signal_of(doc: Document, kind: str, code: int | None) -> str | None:
+    reason = get_field(doc, "event.reason")
+    if isinstance(reason, str) and reason.startswith("SIG"):
+        return reason
+    if code is not None and 128 < code < 160:
+        return _names().get(str(code - 128), f"signal {code - 128}")
+    message = str(doc.get("message") or "").lower()
+    if kind == "signal" and ("out of memory" in message or "oom-kill" in message):
+        return "SIGKILL"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One document read as evidence about a rank (``rank`` None: rank unknown)."""
+
+    kind: str  # an evidence kind, or "error" for an error line no rule classifies
+    source: str
+    rank: int | None
+    doc: Document
+    order: int  # position in the job's time-sorted stream
+    millis: int | None
+    signal: str | None
+    exit_code: int | None
+
+    @property
+    def own(self) -> bool:
+        """Printed by the rank itself (not a launcher's word about it)."""
+        return self.source == "rank"
+
+    @property
+    def meaning(self) -> str:
+        """``fault`` (can start a chain), ``consequence``, ``expected``, ``verdict`` or ``none``."""
+        if self.kind == "expected_exit":
+            return "expected"
+        if self.kind == "launcher_verdict":
+            return "verdict"
+        if self.kind in ("peer_loss", "horovod_shutdown") or self.signal in TERMINATION:
+            return "consequence"
+        if self.kind == "stall_report":
+            # Horovod shuts down on it (`Will shutdown`; its E line), else it is a warning the job may outlive.
+            severe = level_at_least(str(get_field(self.doc, "log.level") or "info"), "error")
+            return "fault" if get_field(self.doc, "horovod.stall.shutdown") is True or severe else "none"
+        if self.kind == "exit_status" and self.exit_code == 0:
+            return "none"
+        return "fault"
+
+    @property
+    def strength(self) -> int:
+        """3: an exception, a crash or kill signal, a stall shutdown; 2: a bare exit status; 1: an error line."""
+        if self.kind in ("exception", "stall_report") or (self.signal is not None and self.signal not in TERMINATION):
+            return 3
+        if self.kind in ("exit_status", "signal"):
+            return 2
+        return 1
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _fields(doc: Document) -> tuple[Any, Any, Any]:
+    kind = get_field(doc, KIND)
+    if kind is None:  # our JSON events and documents indexed before the fields existed
+        fields = evidence_fields(doc)
+        return fields.get(KIND), fields.get(SOURCE), fields.get(RANK)
+    return kind, get_field(doc, SOURCE), get_field(doc, RANK)
+
+
+def evidence_of(doc: Document, order: int) -> Evidence | None:
+    """The evidence ``doc`` is (an error line no rule knows counts as kind ``error``), or None."""
+    kind, source, rank = _fields(doc)
+    if kind is None:
+        if not level_at_least(str(get_field(doc, "log.level") or "info"), "error"):
+            return None
+        kind, source, rank = "error", "rank", doc.get("rank")
+    code = _int(get_field(doc, "process.exit_code"))
+    return Evidence(str(kind), str(source or "rank"), _int(rank), doc, order, timestamp_millis(doc.get("@timestamp")),
+                    _signal_of(doc, str(kind), code), code)
