@@ -246,6 +246,22 @@ def _fates(report: FailureReport, ranks: dict[_Key, _Rank], culprit: Evidence | 
         report.reasoning += f"; {followers}{more} {verb} from it ({reasons})"
 
 
+def _launcher_named(report: FailureReport, items: list[Evidence]) -> bool:
+    """Every rank's own evidence is collateral, but a launcher names the first process to exit
+    with a failure (Open MPI's box, horovodrun's verdict): that rank is where the evidence
+    points, though its cause is not in these logs."""
+    verdict = next((item for item in items if item.meaning == "verdict" and item.rank is not None), None)
+    if verdict is None:
+        return False
+    source = per_source(verdict.source)
+    report.blamed_ranks = [verdict.rank]
+    report.cause = (f"no primary cause in these logs: rank {verdict.rank} exited first with a failure {source}; "
+                    "its own output does not say why")
+    report.reasoning = f"rank {verdict.rank}: the first process to exit with a failure {source}; every rank's own evidence is a consequence"
+    report.confidence = "likely"
+    return True
+
+
 def _silent_ranks(docs: list[Document], ranks: dict[_Key, _Rank], size: int | None) -> tuple[list[int], int | None]:
     """Ranks of a job of known size that left no evidence while the others went down."""
     sizes = {doc["size"] for doc in docs if isinstance(doc.get("size"), int) and 0 < doc["size"] <= MAX_JOB_SIZE}
@@ -257,8 +273,10 @@ def _silent_ranks(docs: list[Document], ranks: dict[_Key, _Rank], size: int | No
     return [rank for rank in range(size) if rank not in reported], size
 
 
-def _no_primary(report: FailureReport, docs: list[Document], ranks: dict[_Key, _Rank], size: int | None) -> None:
+def _no_primary(report: FailureReport, docs: list[Document], items: list[Evidence], ranks: dict[_Key, _Rank], size: int | None) -> None:
     """Nothing primary in the logs: say where the evidence points, and why."""
+    if _launcher_named(report, items):
+        return
     lost = lost_ranks(docs)
     if lost:
         first_reset = lost[0][1]
@@ -298,7 +316,7 @@ def _report(job: Any, docs: list[Document], items: list[Evidence], size: int | N
     elif chosen is not None:
         _apply_culprit(report, *chosen)
     else:
-        _no_primary(report, docs, ranks, size)
+        _no_primary(report, docs, items, ranks, size)
     blamed = {(chosen[0].epoch, chosen[0].rank)} if chosen else {(0, rank) for rank in report.blamed_ranks}
     _fates(report, ranks, chosen[1] if chosen else None, blamed)
     if chosen is not None:
