@@ -90,7 +90,8 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("event.kind", "keyword", "ecs", "`event`, or `pipeline_error` when parsing failed.", "event"),
     Field(
         "event.action", "keyword", "ecs",
-        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, resources; negotiation or operation (timeline).", "stall",
+        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, resources, elastic_reset;"
+        " negotiation or operation (timeline).", "stall",
     ),
     Field("event.reason", "keyword", "ecs", "Why the event happened, e.g. the signal name of a `signal` event.", "SIGTERM"),
     Field("event.original", "keyword", "ecs", "The raw line(s), kept when parsing native output.", "[2026-...]"),
@@ -166,6 +167,21 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field(
         "horovod.timeline.communication_seconds", "double", "horovod",
         "Seconds a collective run spent communicating (MPI_ALLREDUCE, GLOO_ALLREDUCE...).", 0.000248,
+    ),
+    Field(
+        "horovod.elastic.epoch", "integer", "horovod",
+        "Elastic jobs: the membership epoch, this process's reset count; on every event from the first reset on (absent: 0).", 1,
+    ),
+    Field("horovod.elastic.previous_rank", "integer", "horovod", "On an `elastic_reset` event: the rank before the reset (`rank` is the new one).", 2),
+    Field("horovod.elastic.previous_size", "integer", "horovod", "On an `elastic_reset` event: the job size before the reset.", 3),
+    Field("horovod.elastic.previous_local_rank", "integer", "horovod", "On an `elastic_reset` event: the local rank before the reset.", 0),
+    Field(
+        "horovod.elastic.reason", "keyword", "horovod",
+        "On an `elastic_reset` event: failure (a peer was lost), hosts_added, hosts_removed or unknown.", "failure",
+    ),
+    Field(
+        "horovod.elastic.restored_step", "long", "horovod",
+        "On an `elastic_reset` event: the step the state holds after the reset (its `step`, `global_step` or `batch`), when known.", 30,
     ),
     Field("horovod.launcher.stream", "keyword", "horovod", "stdout or stderr of the rank.", "stderr"),
     Field("horovod.launcher.job", "keyword", "horovod", "Open MPI job id from a `[job,rank]` tag.", "1"),

@@ -58,6 +58,10 @@ class NativeCapture:
     max_bytes: int = 0
     backups: int = 5
     redact: bool = True
+    #: Elastic jobs: the file is the process's, so each line carries a ``[rank]<stream>:`` tag
+    #: with the rank at the time it was printed (:meth:`set_rank`); ``rank`` None: no tag yet.
+    rank_tags: bool = False
+    rank: int | None = None
     emit: Emit | None = None
     try_emit: Callable[[str, str, dict[str, Any]], bool] | None = None
     console_fds: dict[int, int] = field(default_factory=dict)
@@ -114,6 +118,7 @@ class NativeCapture:
             "stdout_file": str(self.stdout_path), "stderr_file": str(self.stderr_path),
             "control_fd": control_read, "status_fd": status_write,
             "max_bytes": self.max_bytes, "backups": self.backups, "redact": self.redact,
+            "rank": self.rank if self.rank_tags else None,
         }
         try:
             self.process = subprocess.Popen(
@@ -274,6 +279,18 @@ class NativeCapture:
             self._read_ends.clear()
             self.console_fds.clear()
             self._control = -1
+
+    def set_rank(self, rank: int | None) -> None:
+        """The process's rank changed (elastic reset): lines already written keep the old
+        rank's tag, later ones get the new one (the tee reads the pipes empty first)."""
+        if not self.rank_tags or rank == self.rank or rank is None:
+            return
+        self.rank = rank
+        for stream in (sys.stdout, sys.stderr):
+            _flush(stream)
+        with self._lock, contextlib.suppress(OSError):
+            if self._control >= 0:
+                os.write(self._control, f"rank {rank}\n".encode())
 
     def console_fd(self, fd: int) -> int:
         """The fd that reaches the original console for ``fd`` (itself when not captured)."""
