@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "grep": "hvdlog.cli.grep:grep",
     "install": "hvdlog.cli.install:install",
     "parse": "hvdlog.cli.parse:parse",
+    "run": "hvdlog.cli.run:run",
     "stalls": "hvdlog.cli.stalls:stalls",
     "stragglers": "hvdlog.cli.stragglers:stragglers",
     "timeline": "hvdlog.cli.timeline:timeline",

@@ -47,6 +47,7 @@ TEE_SCRIPT = str(Path(__file__).resolve().with_name("tee.py"))
 _MAX_RESTARTS = 5  # within _RESTART_WINDOW seconds; more means something is badly wrong
 _RESTART_WINDOW = 30.0
 _RETRY_REPORT = 0.2  # seconds between attempts to log a drop count the JSON file refused
+_RANK_ACK = 1.0  # seconds to wait for the tee to take a new rank (an elastic reset)
 
 
 @dataclass
@@ -72,6 +73,7 @@ class NativeCapture:
     _status: int = -1
     _stopping: bool = False
     _flushed: threading.Event = field(default_factory=threading.Event)
+    _ranked: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending_drops: dict[str, tuple[int, str]] = field(default_factory=dict)
     _drops_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -182,6 +184,8 @@ class NativeCapture:
     def _on_status(self, words: list[str]) -> None:
         if words[:1] == ["flushed"]:
             self._flushed.set()
+        elif words[:1] == ["ranked"]:
+            self._ranked.set()
         elif words[:1] == ["dropped"] and len(words) >= 3 and words[2].isdigit():
             stream, count, reason = words[1], int(words[2]), (words[3] if len(words) > 3 else "")
             with self._drops_lock:
@@ -290,7 +294,11 @@ class NativeCapture:
             _flush(stream)
         with self._lock, contextlib.suppress(OSError):
             if self._control >= 0:
+                self._ranked.clear()
                 os.write(self._control, f"rank {rank}\n".encode())
+                # Bytes in the pipes now were printed under the old rank: wait (bounded) until
+                # the tee has written them, so what this thread prints next gets the new tag.
+                self._ranked.wait(_RANK_ACK)
 
     def console_fd(self, fd: int) -> int:
         """The fd that reaches the original console for ``fd`` (itself when not captured)."""

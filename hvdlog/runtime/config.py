@@ -250,7 +250,7 @@ def configure(
             config.watchdog = None
     _current = config
     _elastic.install()
-    _elastic.tracker.attach(config.emit, _rank_fields, renderer.update_static)
+    _elastic.tracker.attach(config.emit, _rank_fields, renderer.update_static, [config.timeline.next_incarnation] if config.timeline else [])
     return config
 
 

@@ -25,9 +25,8 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
-
 from pathlib import Path
+from typing import Any, Final
 
 from hvdlog import layout
 from hvdlog.types import Emit
@@ -67,12 +66,18 @@ class ElasticTracker:
     set_static: Callable[[dict[str, Any]], None] | None = None
     epoch: int = 0
     reason: str | None = None
+    #: Called with the coming epoch before Horovod re-inits (the timeline's next file).
+    before_reinit_hooks: list[Callable[[int], None]] = field(default_factory=list)
     before_init: dict[str, Any] | None = None
     previous: dict[str, Any] = field(default_factory=dict)
 
-    def attach(self, emit: Emit, refresh: Callable[[], Mapping[str, Any]], set_static: Callable[[dict[str, Any]], None]) -> None:
+    def attach(
+        self, emit: Emit, refresh: Callable[[], Mapping[str, Any]], set_static: Callable[[dict[str, Any]], None],
+        before_reinit: list[Callable[[int], None]] | None = None,
+    ) -> None:
         """Point the wrappers at a (new) configuration; a reconfigured process keeps its epoch."""
         self.emit, self.refresh, self.set_static = emit, refresh, set_static
+        self.before_reinit_hooks = before_reinit or []
         self.previous = dict(refresh())
         if self.epoch:
             set_static({EPOCH_FIELD: self.epoch})
@@ -80,6 +85,7 @@ class ElasticTracker:
     def detach(self) -> None:
         """Logging shut down: the wrappers only call Horovod's originals."""
         self.emit = self.refresh = self.set_static = None
+        self.before_reinit_hooks = []
 
     def _current(self) -> dict[str, Any]:
         return dict(self.refresh()) if self.refresh is not None else {}
@@ -87,6 +93,8 @@ class ElasticTracker:
     def before_reinit(self) -> None:
         """Horovod is about to re-init: remember the membership that is ending."""
         self.before_init = self._current()
+        for hook in self.before_reinit_hooks:
+            _quietly(lambda hook=hook: hook(self.epoch + 1))  # type: ignore[misc]
 
     def after_reinit(self) -> None:
         """Horovod re-initialised: every later event carries the new rank fields."""

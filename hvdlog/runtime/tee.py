@@ -22,7 +22,8 @@ so a rank killed by SIGKILL loses nothing it wrote. On ``flush`` from the contro
 (the rank's ``shutdown()``), it writes out everything already in the pipes, partial
 lines included, and answers ``flushed``. In elastic jobs each file line carries a gloo-style
 ``[rank]<stream>:`` tag after the time; on ``rank N`` (an elastic reset) it writes out what is
-already in the pipes under the old tag, then tags with N.
+already in the pipes under the old tag, then tags with N and answers ``ranked`` (the rank waits
+for it, so what it prints next cannot be read before the change).
 """
 
 from __future__ import annotations
@@ -218,6 +219,7 @@ def main(spec: dict[str, Any]) -> int:
                         drain()  # what was printed before the rank changed keeps the old tag
                         for stream in streams.values():
                             stream.set_rank(int(value))
+                        status(b"ranked\n")
                 if b"flush" in command:
                     drain()
                     status(b"flushed\n")

@@ -13,6 +13,9 @@ seconds and, past ``max_bytes``, switches Horovod to a new segment with ``hvd.st
 events into documents for Elasticsearch (:mod:`hvdlog.timeline_format.documents`), appended to
 ``horovod-timeline.ndjson`` (rotated like the other files) for Filebeat. A timeline the user
 asked for by their own means (``HOROVOD_TIMELINE`` already set) is left alone, and found by the CLI.
+Elastic jobs: every process watches (any may become rank 0 at a reset), and each process and
+incarnation writes ``horovod-timeline-p<pid>-e<epoch>.json`` (Horovod truncates its file at
+every re-init), so no incarnation's timeline is lost.
 Nothing here may raise into training: failures become one warning event.
 """
 
@@ -32,8 +35,9 @@ from hvdlog.types import Emit
 __all__ = ["SEGMENT_PATTERN", "TIMELINE_FILE", "TimelineCapture", "timeline_requested"]
 
 TIMELINE_FILE: Final = "horovod-timeline.json"
-#: First segment ``horovod-timeline.json``, then ``horovod-timeline.<n>.json``.
-SEGMENT_PATTERN: Final = re.compile(r"^horovod-timeline(?:\.(\d+))?\.json$")
+#: First segment ``horovod-timeline.json``, then ``horovod-timeline.<n>.json``; in elastic jobs
+#: one series per process and incarnation, ``horovod-timeline-p<pid>-e<epoch>[.<n>].json``.
+SEGMENT_PATTERN: Final = re.compile(r"^(horovod-timeline(?:-p\d+-e\d+)?)(?:\.(\d+))?\.json$")
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 
 
@@ -67,6 +71,10 @@ class TimelineCapture(Periodic):
         self.path: Path | None = None
         self.owned = False
         self.segments = 0
+        #: Elastic jobs: each re-init reopens (truncates) HOROVOD_TIMELINE, and whichever process
+        #: is rank 0 then writes it; so each process and incarnation gets its own file name.
+        self.elastic = os.environ.get("HOROVOD_ELASTIC", "").strip() == "1"
+        self.base = f"horovod-timeline-p{os.getpid()}-e0" if self.elastic else "horovod-timeline"
         self._follower: Any = None
         self._writer: Any = None
         self._lock = threading.Lock()
@@ -81,7 +89,7 @@ class TimelineCapture(Periodic):
                       "call hvdlog.configure(timeline=True) before hvd.init(), or set HVDLOG_TIMELINE=1", {})
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.path = self.directory / TIMELINE_FILE
+        self.path = self._segment(0)
         env["HOROVOD_TIMELINE"] = str(self.path)
         env.setdefault("HOROVOD_CACHE_CAPACITY", "0")
         self.owned = True
@@ -115,7 +123,8 @@ class TimelineCapture(Periodic):
             return True
         hvd = sys.modules["horovod.torch"]
         if hvd.rank() != 0:
-            return False
+            return self.elastic  # elastic: this process may become rank 0 at a reset
+
         current = self._segment(self.segments)
         self._export()
         try:
@@ -132,7 +141,19 @@ class TimelineCapture(Periodic):
         return True
 
     def _segment(self, number: int) -> Path:
-        return self.directory / (TIMELINE_FILE if not number else f"horovod-timeline.{number}.json")
+        return self.directory / (f"{self.base}.json" if not number else f"{self.base}.{number}.json")
+
+    def next_incarnation(self, epoch: int) -> None:
+        """Before Horovod's elastic re-init: the new incarnation writes a file of its own (the
+        one Horovod would otherwise truncate keeps the last incarnation's timeline)."""
+        if not self.owned or not self.elastic:
+            return
+        with contextlib.suppress(Exception):  # export what is left of the ending incarnation
+            self._export()
+        with self._lock:
+            self.base, self.segments, self._follower = f"horovod-timeline-p{os.getpid()}-e{epoch}", 0, None
+            self.path = self._segment(0)
+            os.environ["HOROVOD_TIMELINE"] = str(self.path)
 
     def _export(self) -> None:
         """Append documents for what Horovod wrote since the last call (rank 0, owned timeline only)."""
@@ -156,7 +177,7 @@ class TimelineCapture(Periodic):
     def _prune(self) -> None:
         """Delete the oldest closed segments beyond ``backups``."""
         numbered = sorted(
-            (int(m[1] or 0), p) for p in self.directory.iterdir() if (m := SEGMENT_PATTERN.match(p.name))
+            (int(m[2] or 0), p) for p in self.directory.iterdir() if (m := SEGMENT_PATTERN.match(p.name)) and m[1] == self.base
         )
         for _, path in numbered[: max(len(numbered) - (self.backups + 1), 0)]:
             path.unlink(missing_ok=True)

@@ -168,6 +168,20 @@ def _env(root: Path, host: str) -> dict[str, str]:
     return {"HVDLOG_ROOT": str(root), "NODE_NAME": host, "LOGSTASH_HOSTS": "localhost:5044", "HVDLOG_TLS_DIR": str(root)}
 
 
+def _path_fields(input_config: dict[str, Any], path: Path, env: dict[str, str]) -> dict[str, str] | None:
+    """What the input's dissect processors (the ones whose ``when.regexp`` matches) take from the path."""
+    found: dict[str, str] = {}
+    for processor in input_config["processors"]:
+        condition = processor["dissect"].get("when", {}).get("regexp", {}).get("log.file.path")
+        if condition is not None and not re.search(condition, str(path)):
+            continue
+        fields = dissect(expand(processor["dissect"]["tokenizer"], env), str(path))
+        if fields is None:
+            return None
+        found.update(fields)
+    return found
+
+
 def _matches(path: Path, input_config: dict[str, Any], env: dict[str, str]) -> bool:
     """Filebeat's glob semantics: `*` stays within one path segment (Go filepath.Match)."""
     return any(PurePosixPath(path).match(expand(pattern, env)) for pattern in input_config["paths"])
@@ -242,14 +256,28 @@ class TestPaths:
             assert len(readers) == (1 if path.parent.name == host else 0), f"{path}: read by {readers}"
             if not readers:
                 continue
-            config = INPUTS[readers[0]]
-            tokenizer = expand(config["processors"][0]["dissect"]["tokenizer"], env)
-            fields = dissect(tokenizer, str(path))
+            fields = _path_fields(INPUTS[readers[0]], path, env)
             truth = layout.parse_path(path)
             assert fields and truth, path
-            assert (fields["job"], fields["host.name"], fields["rank"]) == (truth.job, truth.host, truth.rank)
+            assert (fields["job"], fields["host.name"]) == (truth.job, truth.host)
             if truth.kind != "events":
-                assert fields["horovod.launcher.stream"] == truth.kind
+                assert fields["horovod.launcher.stream"] == truth.kind and fields["rank"] == truth.rank
+            else:  # an event's rank is its own, never the path's
+                assert "rank" not in fields
+
+    def test_process_files(self, tmp_path: Path) -> None:
+        """Elastic jobs' per-process files go to the same inputs; no rank from their path, the pid instead."""
+        env = _env(tmp_path, "node1")
+        expected = {"events": "hvdlog-events", "stdout": "hvdlog-native", "stderr": "hvdlog-native"}
+        for kind, input_id in expected.items():
+            path = layout.process_file(tmp_path, "job-1", "node1", 4242, kind)
+            for candidate in (path, Path(f"{path}.3")):
+                readers = [i for i, config in INPUTS.items() if _matches(candidate, config, env)]
+                assert readers == [input_id], f"{candidate.name}: read by {readers}"
+                fields = _path_fields(INPUTS[input_id], candidate, env)
+                assert fields is not None and "rank" not in fields and (fields["job"], fields["host.name"]) == ("job-1", "node1")
+                if kind != "events":
+                    assert (fields["process.pid"], fields["horovod.launcher.stream"]) == (4242, kind)
 
 
 class TestMultiline:
@@ -338,7 +366,7 @@ class TestRealFilebeat:
             truth = layout.parse_path(path)
             assert [e["message"] for e in shipped] == [r["message"] for r in records]
             for event, record in zip(shipped, records, strict=True):
-                assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, truth.rank)
+                assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, record["rank"])
                 assert event["log"]["level"] == record["log.level"] and event["tags"] == ["hvdlog_events"]
                 assert event.get("step") == record.get("step") and event["event"]["dataset"] == record["event.dataset"]
                 # Filebeat keeps the event's own time (to the millisecond), not the read time.

@@ -8,9 +8,14 @@ Faults come from the environment, decided by the rank a worker was *spawned* as:
 - ``ELASTIC_KILL_AT=<spawn rank>:<step>``: that worker SIGKILLs itself at that step (once:
   a marker file in ``ELASTIC_DIR`` keeps a respawned worker alive);
 - ``ELASTIC_STEPS``: steps to run; ``ELASTIC_STEP_SECONDS``: sleep per step (gives the
-  driver's host discovery, once a second, time to see a change);
+  driver's host discovery, once a second, time to see a change); ``ELASTIC_COMMIT_EVERY``:
+  ``state.commit()`` every N steps (the steps since are replayed after a failure), and
+  ``state.check_host_updates()`` on the others;
 - ``ELASTIC_HOSTS_AT=<step>:<text>``: rank 0 writes ``text`` (``;`` for newlines) to the
-  discovery file ``ELASTIC_DIR/hosts`` at that step (a host added or removed mid-run).
+  discovery file ``ELASTIC_DIR/hosts`` at that step (a host added or removed mid-run);
+  ``ELASTIC_FINAL_SIZE``: go on past ``ELASTIC_STEPS`` until the job has that many workers
+  (every worker agrees: size and step are the same on all), so a host added is always seen
+  however slowly the new worker starts.
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+import horovod.torch as hvd
 import torch
 
-import horovod.torch as hvd
 import hvdlog
 
 hvdlog.configure(stall_after=None)
@@ -32,6 +37,9 @@ SPAWN_RANK = int(os.environ.get("HOROVOD_RANK", "-1"))
 WORK = Path(os.environ["ELASTIC_DIR"])
 STEPS = int(os.environ.get("ELASTIC_STEPS", "20"))
 PAUSE = float(os.environ.get("ELASTIC_STEP_SECONDS", "0.2"))
+COMMIT_EVERY = int(os.environ.get("ELASTIC_COMMIT_EVERY", "1"))
+FINAL_SIZE = int(os.environ.get("ELASTIC_FINAL_SIZE", "0"))
+MAX_STEPS = 400
 
 
 def truth() -> dict[str, int]:
@@ -73,7 +81,7 @@ state.register_reset_callbacks([lambda: log.info("reset callback", **truth())])
 
 @hvd.elastic.run
 def train(state: hvd.elastic.TorchState) -> None:
-    while state.batch < STEPS:
+    while state.batch < STEPS or (hvd.size() < FINAL_SIZE and state.batch < MAX_STEPS):
         step = state.batch
         with hvdlog.step(step):
             maybe_kill(step)
@@ -83,7 +91,10 @@ def train(state: hvd.elastic.TorchState) -> None:
             maybe_change_hosts(step)
             time.sleep(PAUSE)
         state.batch = step + 1
-        state.commit()
+        if state.batch % COMMIT_EVERY == 0:
+            state.commit()
+        else:
+            state.check_host_updates()
 
 
 train(state)
