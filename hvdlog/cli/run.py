@@ -114,7 +114,7 @@ def run(root: Path | None, job: str | None, command: tuple[str, ...]) -> None:
         job_dir.mkdir(parents=True, exist_ok=True)
         log = open(job_dir / LAUNCHER_LOG, "ab")  # noqa: SIM115 - closed after the launcher ends
     except OSError as exc:
-        raise click.ClickException(f"cannot write {job_dir / LAUNCHER_LOG}: {exc.strerror}") from None
+        raise SystemExit(f"cannot write {job_dir / LAUNCHER_LOG}: {exc.strerror}") from None  # exit 2
     env = {**os.environ, "HVDLOG_JOB": job_id, "HVDLOG_ROOT": str(root.absolute())}
     arguments = launcher_command(command, job_dir)
     click.echo(f"hvdlog run: job {job_id}, launcher console in {job_dir / LAUNCHER_LOG}", err=True)
@@ -122,7 +122,7 @@ def run(root: Path | None, job: str | None, command: tuple[str, ...]) -> None:
         process = subprocess.Popen(arguments, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as exc:
         log.close()
-        raise click.ClickException(f"cannot run {arguments[0]}: {exc.strerror}") from None
+        raise SystemExit(f"cannot run {arguments[0]}: {exc.strerror}") from None  # exit 2
     code = _follow(process, log)
     sys.exit(code)
 

@@ -23,6 +23,7 @@ _OPENMPI_ANY: Final = compile_pattern("HOROVOD_OPENMPI_TAG_ANY").regex
 _OPENMPI_TAG: Final = compile_pattern("HOROVOD_OPENMPI_TAG")
 _RANK_PATH: Final = compile_pattern("HOROVOD_RANK_FILE_PATH")
 _LAYOUT_PATH: Final = compile_pattern("HOROVOD_LAYOUT_PATH")
+_LAUNCHER_LOG_PATH: Final = compile_pattern("HOROVOD_LAUNCHER_LOG_PATH")
 _PAYLOAD: Final = "@metadata.hvd.payload"
 
 
@@ -118,10 +119,11 @@ class TagSplitter:
 
 
 def path_fields(path: str | None) -> dict[str, Any]:
-    """What a per-rank path says: rank and stream, and job and host for hvdlog's layout."""
+    """What a per-rank path says: rank and stream, and job and host for hvdlog's layout (the job
+    alone for the ``<job>/launcher.log`` that ``hvdlog run`` keeps)."""
     if not path:
         return {}
     path = path.replace("\\", "/")
     fields = _RANK_PATH.search(path) or {}
-    fields.update(_LAYOUT_PATH.search(path) or {})
+    fields.update(_LAYOUT_PATH.search(path) or _LAUNCHER_LOG_PATH.search(path) or {})
     return fields

@@ -12,6 +12,7 @@ was logged, which the test compares with hvdlog's fields. Every wait is bounded.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -71,13 +72,14 @@ def run_elastic(tmp_path: Path, *, np: int, min_np: int, max_np: int, hosts: int
     discover.write_text(f"#!/bin/sh\ncat {tmp_path / 'hosts'}\n")
     discover.chmod(0o755)
     root, job = tmp_path / "logs", "elastic-test"
-    command = [
+    command = [  # through `hvdlog run`, as the docs say: the driver's INFO lines land in <job>/launcher.log
+        sys.executable, "-m", "hvdlog", "run", "--root", str(root), "--job", job, "--",
         "horovodrun", "--gloo", "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np),
-        "--host-discovery-script", str(discover), "--network-interface", "lo", "--log-level", "INFO",
+        "--host-discovery-script", str(discover), "--network-interface", "lo",
         "--elastic-timeout", "20", *extra, sys.executable, str(JOB_SCRIPT),
     ]
     settings = {
-        "HVDLOG_ROOT": str(root), "HVDLOG_JOB": job, "ELASTIC_DIR": str(tmp_path),
+        "ELASTIC_DIR": str(tmp_path),
         # Gloo's timeout bounds how long the others wait for a new worker to start (import torch,
         # join the rendezvous: over 30 s, Gloo's default, on a loaded 2-core machine), and how
         # long a survivor blocked in a receive from a killed peer waits before it resets.
@@ -161,6 +163,9 @@ class TestKillRecoveryAndHostAdded:
         """horovodrun exits 0: the job recovered and finished."""
         assert run.returncode == 0, run.console[-4000:]
         assert "Process 0 exit with status code 137" in run.console
+        launcher = (run.directory / "launcher.log").read_text()
+        for line in (r"INFO:root:reset workers: 2\n", r"INFO:root:record state: \S+\[0\] = FAILURE\n", r"INFO:root:blacklist failing host: \S+\n"):
+            assert re.search(line, launcher), line
 
     def test_files_and_fields(self, run: ElasticRun) -> None:
         """One process per file; each event's rank/size/local_rank equal Horovod's, with no stale window."""
@@ -244,3 +249,33 @@ class TestFailsForGood:
         killed = [events for events in run.events().values() if events[-1]["message"] == "step" and events[-1]["extra"]["hvd_rank"] == 1]
         assert len(killed) == 1 and killed[0][-1]["step"] == 2
         assert not any(resets_by_process(run).values())
+
+
+class TestCaptureLearnsRanks:
+    """Without Horovod: the native capture of an elastic process tags each line with the rank it
+    was printed under, across a rank change (what the reset path does through refresh_rank)."""
+
+    def test_rank_change(self, tmp_path: Path) -> None:
+        """Lines printed before set_rank keep the old tag, every line after it has the new one."""
+        body = (
+            "import hvdlog, sys\n"
+            f"config = hvdlog.configure(root={str(tmp_path)!r}, job='t', stall_after=None)\n"
+            "for n in range(200): print(f'before {n}')\n"
+            "config.capture.set_rank(0)\n"
+            "for n in range(200): print(f'after {n}')\n"
+            "print('to stderr', file=sys.stderr)\n"
+            "hvdlog.shutdown()\n"
+        )
+        env = {**os.environ, "HOROVOD_ELASTIC": "1", "HOROVOD_RANK": "2", "HOROVOD_SIZE": "3", "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "1"}
+        done = subprocess.run([sys.executable, "-c", body], env=env, capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[0] == "before 0"  # the console gets the bytes untouched
+        (stdout,) = tmp_path.glob("t/*/pid-*.stdout.log")
+        (stderr,) = tmp_path.glob("t/*/pid-*.stderr.log")
+        lines = stdout.read_text().splitlines()
+        assert len(lines) == 400
+        assert [line.split("Z ", 1)[1] for line in lines] == [f"[2]<stdout>:before {n}" for n in range(200)] + [f"[0]<stdout>:after {n}" for n in range(200)]
+        assert stderr.read_text().split("Z ", 1)[1] == "[0]<stderr>:to stderr\n"
+        docs = list(FileSource([stdout]).search(Filter()))
+        assert {doc["rank"] for doc in docs if doc["message"].startswith("before")} == {2}
+        assert {doc["rank"] for doc in docs if doc["message"].startswith("after")} == {0}
