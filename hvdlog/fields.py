@@ -90,7 +90,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("event.kind", "keyword", "ecs", "`event`, or `pipeline_error` when parsing failed.", "event"),
     Field(
         "event.action", "keyword", "ecs",
-        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, resources, elastic_reset;"
+        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, resources, elastic_reset, autotune_sample;"
         " negotiation or operation (timeline).", "stall",
     ),
     Field("event.reason", "keyword", "ecs", "Why the event happened, e.g. the signal name of a `signal` event.", "SIGTERM"),
@@ -182,6 +182,18 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field(
         "horovod.elastic.restored_step", "long", "horovod",
         "On an `elastic_reset` event: the step the state holds after the reset (its `step`, `global_step` or `batch`), when known.", 30,
+    ),
+    Field("horovod.autotune.sample", "long", "horovod", "Autotune: the sample's line number in HOROVOD_AUTOTUNE_LOG (1 = first after the header).", 3),
+    Field("horovod.autotune.cycle_time_ms", "double", "horovod", "Autotune: the cycle time tried (HOROVOD_CYCLE_TIME, ms).", 5.0),
+    Field("horovod.autotune.fusion_threshold_mb", "double", "horovod", "Autotune: the tensor fusion threshold tried (HOROVOD_FUSION_THRESHOLD, MB).", 64.0),
+    Field("horovod.autotune.cache_enabled", "boolean", "horovod", "Autotune: whether the response cache was on.", True),
+    Field("horovod.autotune.hierarchical_allreduce", "boolean", "horovod", "Autotune: hierarchical allreduce on.", False),
+    Field("horovod.autotune.hierarchical_allgather", "boolean", "horovod", "Autotune: hierarchical allgather on.", False),
+    Field("horovod.autotune.torus_allreduce", "boolean", "horovod", "Autotune: torus allreduce on.", False),
+    Field("horovod.autotune.score", "double", "horovod", "Autotune: the sample's score (bytes reduced per microsecond; higher is better).", 0.072),
+    Field(
+        "horovod.autotune.chosen", "boolean", "horovod",
+        "Autotune: this line is the setting Horovod kept (the repeat of the best sample it writes when tuning ends).", True,
     ),
     Field("horovod.launcher.stream", "keyword", "horovod", "stdout or stderr of the rank.", "stderr"),
     Field("horovod.launcher.job", "keyword", "horovod", "Open MPI job id from a `[job,rank]` tag.", "1"),

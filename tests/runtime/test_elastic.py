@@ -98,7 +98,7 @@ def truth_events(run: ElasticRun) -> Iterator[dict[str, Any]]:
                 yield event
 
 
-def check_files_and_fields(run: ElasticRun) -> None:
+def check_files_and_fields(run: ElasticRun, least: int = 20) -> None:
     """No file holds two processes, every event's rank/size/local_rank is Horovod's at that moment,
     and every event's epoch equals the resets its process had logged before it."""
     assert run.event_files(), run.console[-3000:]
@@ -115,7 +115,7 @@ def check_files_and_fields(run: ElasticRun) -> None:
         extra = event["extra"]
         assert (event["rank"], event["size"], event["local_rank"]) == (extra["hvd_rank"], extra["hvd_size"], extra["hvd_local_rank"]), event
         checked += 1
-    assert checked > 20
+    assert checked >= least
     for path in run.directory.glob("*/*.log"):
         assert path.name.startswith("pid-"), path
 
@@ -210,13 +210,14 @@ class TestKillRecoveryAndHostAdded:
 
 
 class TestScaleDown:
-    """Three workers; at step 4 rank 0 removes a host from discovery: the job goes on with 2."""
+    """Three workers; at step 4 rank 0 removes a host from discovery: the job goes on with 2
+    (and runs until it has 2)."""
 
     @pytest.fixture(name="run", scope="class")
     @classmethod
     def fixture_run(cls, tmp_path_factory: pytest.TempPathFactory) -> ElasticRun:
         tmp_path = tmp_path_factory.mktemp("down")
-        env = {"ELASTIC_STEPS": "10", "ELASTIC_HOSTS_AT": f"4:{hosts_text(2)}"}
+        env = {"ELASTIC_STEPS": "10", "ELASTIC_HOSTS_AT": f"4:{hosts_text(2)}", "ELASTIC_FINAL_SIZE": "2"}
         return run_elastic(tmp_path, np=3, min_np=2, max_np=3, hosts=3, env=env)
 
     def test_scale_down(self, run: ElasticRun) -> None:
@@ -244,7 +245,7 @@ class TestFailsForGood:
         env = {"ELASTIC_STEPS": "30", "ELASTIC_KILL_AT": "1:3"}
         run = run_elastic(tmp_path, np=2, min_np=2, max_np=2, hosts=2, env=env, extra=("--elastic-timeout", "5"))
         assert run.returncode != 0, run.console[-4000:]
-        check_files_and_fields(run)
+        check_files_and_fields(run, least=6)
         check_rank_pruning(run)
         killed = [events for events in run.events().values() if events[-1]["message"] == "step" and events[-1]["extra"]["hvd_rank"] == 1]
         assert len(killed) == 1 and killed[0][-1]["step"] == 2

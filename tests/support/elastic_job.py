@@ -14,8 +14,8 @@ Faults come from the environment, decided by the rank a worker was *spawned* as:
 - ``ELASTIC_HOSTS_AT=<step>:<text>``: rank 0 writes ``text`` (``;`` for newlines) to the
   discovery file ``ELASTIC_DIR/hosts`` at that step (a host added or removed mid-run);
   ``ELASTIC_FINAL_SIZE``: go on past ``ELASTIC_STEPS`` until the job has that many workers
-  (every worker agrees: size and step are the same on all), so a host added is always seen
-  however slowly the new worker starts.
+  (every worker agrees: size and step are the same on all), so a host added or removed is
+  always seen however slowly the driver and a new worker are.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ state.register_reset_callbacks([lambda: log.info("reset callback", **truth())])
 
 @hvd.elastic.run
 def train(state: hvd.elastic.TorchState) -> None:
-    while state.batch < STEPS or (hvd.size() < FINAL_SIZE and state.batch < MAX_STEPS):
+    while state.batch < STEPS or (FINAL_SIZE and hvd.size() != FINAL_SIZE and state.batch < MAX_STEPS):
         step = state.batch
         with hvdlog.step(step):
             maybe_kill(step)
