@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from hvdlog.cli.run import launcher_command
+from hvdlog.parse.autotune import autotune_documents
+from hvdlog.query.autotune import autotune_line
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
 
@@ -72,3 +74,19 @@ class TestRun:
         docs = list(FileSource([tmp_path / "j" / "launcher.log"]).search(Filter()))
         assert docs and {doc.get("job") for doc in docs} == {"j"}
         assert {doc.get("rank") for doc in docs if "Horovod initialized" in doc["message"]} == {0, 1}
+
+    @pytest.mark.skipif(subprocess.run(["which", "horovodrun"], capture_output=True, check=False).returncode != 0, reason="needs horovodrun")
+    def test_real_autotune(self, tmp_path: Path) -> None:
+        """horovodrun --autotune through hvdlog run: Horovod writes its autotune log into the job's
+        folder, read back as autotune documents and one line for stragglers."""
+        script = (
+            "import torch, horovod.torch as hvd\nhvd.init()\n"
+            "for i in range(300):\n    hvd.allreduce(torch.ones(1000), name='a'); hvd.allreduce(torch.ones(10), name='b')\n"
+        )
+        tuning = ("--autotune", "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2", "--autotune-bayes-opt-max-samples", "3")
+        done = hvdlog_run(tmp_path, "horovodrun", "--gloo", "-np", "2", *tuning, sys.executable, "-c", script, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        docs = list(autotune_documents(tmp_path / "j" / "autotune.csv"))
+        assert len(docs) >= 4 and {doc["job"] for doc in docs} == {"j"}
+        (line,) = autotune_line([tmp_path / "j"])
+        assert line.startswith("autotune (job j): ") and " MB, cycle time " in line
