@@ -145,8 +145,8 @@ def last_membership_before(events: list[dict[str, Any]], reset: dict[str, Any]) 
 
 
 class TestKillRecoveryAndHostAdded:
-    """Three workers; spawn rank 0 is SIGKILLed at step 4 (commits every 3 steps, so steps 3
-    and 4 are replayed); the job recovers with 2, a fourth host is added at step 8, and it
+    """Three workers (with a Horovod timeline); spawn rank 0 is SIGKILLed at step 4 (commits every 3 steps, so step 3
+    is replayed); the job recovers with 2, a fourth host is added at step 8, and it
     finishes with 3 (going on until it has 3)."""
 
     @pytest.fixture(name="run", scope="class")
@@ -155,7 +155,7 @@ class TestKillRecoveryAndHostAdded:
         tmp_path = tmp_path_factory.mktemp("kill")
         env = {
             "ELASTIC_STEPS": "12", "ELASTIC_COMMIT_EVERY": "3", "ELASTIC_KILL_AT": "0:4", "ELASTIC_FINAL_SIZE": "3",
-            "ELASTIC_HOSTS_AT": f"8:{hosts_text(4)}",
+            "ELASTIC_HOSTS_AT": f"8:{hosts_text(4)}", "HVDLOG_TIMELINE": "1",
         }
         return run_elastic(tmp_path, np=3, min_np=2, max_np=3, hosts=3, env=env)
 
@@ -207,6 +207,14 @@ class TestKillRecoveryAndHostAdded:
     def test_grep_rank(self, run: ElasticRun) -> None:
         """grep --rank R returns exactly rank R's events (JSON and native)."""
         check_rank_pruning(run)
+
+    def test_every_incarnation_keeps_its_timeline(self, run: ElasticRun) -> None:
+        """Each process and incarnation has its own timeline file (Horovod truncates at re-init): the
+        first incarnation's rank 0 timeline and a later one's both hold events."""
+        written = {path.name: path.stat().st_size for path in run.directory.glob("*/horovod-timeline-p*-e*.json")}
+        nonempty = sorted(name for name, size in written.items() if size > 100)
+        assert any(name.endswith("-e0.json") for name in nonempty), written
+        assert any(not name.endswith("-e0.json") for name in nonempty), written
 
 
 class TestScaleDown:
