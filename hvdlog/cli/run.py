@@ -10,7 +10,11 @@ console, and only at ``--log-level INFO``. This command runs the launcher with:
   log file is named (read back as ``autotune`` documents, :mod:`hvdlog.parse.autotune`);
 - its stdout and stderr passed through unchanged and also appended to
   ``<root>/<job>/launcher.log``, each line after the UTC time it arrived (as the ranks' tee
-  does), so the driver's untimed lines can be put in order with the ranks' events.
+  does), so the driver's untimed lines can be put in order with the ranks' events. In an
+  elastic job (``--host-discovery-script``, ``--min-np`` or ``--max-np``) the workers' own
+  lines (``[i]<stdout>:``) are not copied there: the tag is the index the worker was spawned
+  with, not its rank after a reset, and each worker's capture keeps those lines with the
+  rank it had when it printed them.
 
 SIGINT and SIGTERM are passed on to the launcher; the exit status is the launcher's.
 """
@@ -18,6 +22,7 @@ SIGINT and SIGTERM are passed on to the launcher; the exit status is the launche
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,11 +36,12 @@ import click
 
 from hvdlog import layout
 
-__all__ = ["LAUNCHER_LOG", "launcher_command", "run"]
+__all__ = ["LAUNCHER_LOG", "is_elastic_launch", "launcher_command", "run"]
 
 #: The launcher's console in the job's folder (``<root>/<job>/launcher.log``).
 LAUNCHER_LOG: Final = "launcher.log"
 AUTOTUNE_LOG: Final = "autotune.csv"
+_ARRIVAL_LENGTH: Final = len("2026-11-30T14:35:49.123456Z ")
 
 
 def _option_given(arguments: Sequence[str], name: str) -> bool:
@@ -56,6 +62,15 @@ def launcher_command(command: Sequence[str], job_dir: Path) -> list[str]:
     return [command[0], *added, *command[1:]]
 
 
+#: A worker's line on horovodrun's console (Gloo's tag), matched right after the arrival time.
+_WORKER_LINE: Final = re.compile(rb"\[\d+\]<std(?:out|err)>:")
+
+
+def is_elastic_launch(command: Sequence[str]) -> bool:
+    """Whether a horovodrun command starts an elastic job."""
+    return any(_option_given(command, name) for name in ("--host-discovery-script", "--min-np", "--max-np"))
+
+
 def _arrival(seconds: float) -> bytes:
     micros = int(seconds * 1_000_000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(micros // 1_000_000)).encode() + f".{micros % 1_000_000:06d}Z ".encode()
@@ -64,8 +79,8 @@ def _arrival(seconds: float) -> bytes:
 class _Tee:
     """Copies one of the launcher's streams to our own and, line by line, to launcher.log."""
 
-    def __init__(self, log: IO[bytes], lock: threading.Lock) -> None:
-        self.log, self.lock = log, lock
+    def __init__(self, log: IO[bytes], lock: threading.Lock, skip_workers: bool = False) -> None:
+        self.log, self.lock, self.skip_workers = log, lock, skip_workers
 
     def copy(self, source: IO[bytes], console: IO[bytes]) -> None:
         partial, started = b"", 0.0
@@ -86,6 +101,8 @@ class _Tee:
             self._write([_arrival(started or time.time()) + partial + b"\n"])
 
     def _write(self, lines: list[bytes]) -> None:
+        if self.skip_workers:
+            lines = [line for line in lines if not _WORKER_LINE.match(line, _ARRIVAL_LENGTH)]
         if lines:
             with self.lock:
                 try:
@@ -123,13 +140,13 @@ def run(root: Path | None, job: str | None, command: tuple[str, ...]) -> None:
     except OSError as exc:
         log.close()
         raise SystemExit(f"cannot run {arguments[0]}: {exc.strerror}") from None  # exit 2
-    code = _follow(process, log)
+    code = _follow(process, log, skip_workers=is_elastic_launch(arguments))
     sys.exit(code)
 
 
-def _follow(process: subprocess.Popen[bytes], log: IO[bytes]) -> int:
+def _follow(process: subprocess.Popen[bytes], log: IO[bytes], *, skip_workers: bool) -> int:
     """Tee both streams until the launcher ends; signals go to it. Returns its exit status."""
-    tee = _Tee(log, threading.Lock())
+    tee = _Tee(log, threading.Lock(), skip_workers)
     threads = [
         threading.Thread(target=tee.copy, args=(process.stdout, sys.stdout.buffer), daemon=True),
         threading.Thread(target=tee.copy, args=(process.stderr, sys.stderr.buffer), daemon=True),

@@ -8,6 +8,7 @@ timestamp), MPICH/Hydra ``[3] ``. Tags are parsed with the grok patterns of
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, NamedTuple
 
 from hvdlog.parse.patterns import compile_pattern
@@ -23,7 +24,9 @@ _OPENMPI_ANY: Final = compile_pattern("HOROVOD_OPENMPI_TAG_ANY").regex
 _OPENMPI_TAG: Final = compile_pattern("HOROVOD_OPENMPI_TAG")
 _RANK_PATH: Final = compile_pattern("HOROVOD_RANK_FILE_PATH")
 _LAYOUT_PATH: Final = compile_pattern("HOROVOD_LAYOUT_PATH")
-_LAUNCHER_LOG_PATH: Final = compile_pattern("HOROVOD_LAUNCHER_LOG_PATH")
+#: The launcher's console ``hvdlog run`` keeps (``<root>/<job>/launcher.log``, hvdlog/cli/run.py);
+#: no Logstash pipeline reads it, so it is not a pattern of the shared file.
+_LAUNCHER_LOG_PATH: Final = re.compile(r"(?:^|/)(?P<job>[^/]+)/launcher\.log(?:\.\d+)?$")
 _PAYLOAD: Final = "@metadata.hvd.payload"
 
 
@@ -125,5 +128,8 @@ def path_fields(path: str | None) -> dict[str, Any]:
         return {}
     path = path.replace("\\", "/")
     fields = _RANK_PATH.search(path) or {}
-    fields.update(_LAYOUT_PATH.search(path) or _LAUNCHER_LOG_PATH.search(path) or {})
+    layout = _LAYOUT_PATH.search(path)
+    if layout is None and (launcher := _LAUNCHER_LOG_PATH.search(path)) is not None:
+        layout = {"job": launcher["job"]}
+    fields.update(layout or {})
     return fields

@@ -55,6 +55,16 @@ class TestRun:
         assert sorted(ARRIVAL.sub("", line) for line in lines) == ["err line", f"out j {tmp_path}"]
         assert all(ARRIVAL.match(line) for line in lines)
 
+    def test_elastic_keeps_worker_lines_out(self, tmp_path: Path) -> None:
+        """An elastic launch (--min-np/--max-np/--host-discovery-script): the workers' tagged lines reach
+        the console but not launcher.log (their tag is a spawn index, not the rank after a reset)."""
+        script = "print('[0]<stdout>:a worker line'); print('INFO:root:reset workers: 2')"
+        done = hvdlog_run(tmp_path, sys.executable, "-c", script, "--min-np", "2")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "[0]<stdout>:a worker line\nINFO:root:reset workers: 2\n"
+        lines = (tmp_path / "j" / "launcher.log").read_text().splitlines()
+        assert [ARRIVAL.sub("", line) for line in lines] == ["INFO:root:reset workers: 2"]
+
     def test_missing_command(self, tmp_path: Path) -> None:
         """A command that does not exist: one sentence, exit 2."""
         done = hvdlog_run(tmp_path, "no-such-launcher-xyz")

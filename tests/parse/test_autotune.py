@@ -37,10 +37,11 @@ def test_unfinished_and_cut(tmp_path: Path) -> None:
     cut.write_text("\n".join(lines[:6]) + "\n0,0,0, 1,5\n")
     result = autotune_result(cut)
     assert result is not None and not result.finished and result.samples == 5
-    assert autotune_line([tmp_path]) == [
+    expected = (
         f"autotune (job job-x): best so far (tuning not finished) fusion threshold {result.fusion_threshold_mb:g} MB,"
         f" cycle time {result.cycle_time_ms:g} ms (score {result.score:g} after 5 samples)"
-    ]
+    )
+    assert autotune_line([tmp_path]) == [expected]
 
 
 def test_line() -> None:
