@@ -123,7 +123,9 @@ class TimelineCapture(Periodic):
             return True
         hvd = sys.modules["horovod.torch"]
         if hvd.rank() != 0:
-            return self.elastic  # elastic: this process may become rank 0 at a reset
+            if self.elastic:  # it may have been rank 0 earlier in this incarnation, and may become it
+                self._export()
+            return self.elastic
 
         current = self._segment(self.segments)
         self._export()
@@ -156,8 +158,14 @@ class TimelineCapture(Periodic):
             os.environ["HOROVOD_TIMELINE"] = str(self.path)
 
     def _export(self) -> None:
-        """Append documents for what Horovod wrote since the last call (rank 0, owned timeline only)."""
-        if not self.owned or not _horovod_initialized() or sys.modules["horovod.torch"].rank() != 0:
+        """Append documents for what Horovod wrote since the last call (rank 0, owned timeline only;
+        elastic: this process's own file of this incarnation, whatever its rank is now)."""
+        if not self.owned:
+            return
+        if self.elastic:
+            if not self._segment(self.segments).exists():
+                return
+        elif not _horovod_initialized() or sys.modules["horovod.torch"].rank() != 0:
             return
         with self._lock:
             self._export_locked()
@@ -169,7 +177,9 @@ class TimelineCapture(Periodic):
         if self._follower is None:
             self._follower = TimelineFollower(self._segment(self.segments))
         if self._writer is None:
-            self._writer = RankFileWriter(self.directory / EXPORT_FILE, max_bytes=self.max_bytes, backups=self.backups)
+            # Elastic: whichever process is rank 0 exports, so each process has its own file.
+            name = f"horovod-timeline-p{os.getpid()}.ndjson" if self.elastic else EXPORT_FILE
+            self._writer = RankFileWriter(self.directory / name, max_bytes=self.max_bytes, backups=self.backups)
         job, host = job_and_host(self._follower.path)
         for doc in documents(self._follower.poll(), job, host):
             self._writer.write(export_line(doc))

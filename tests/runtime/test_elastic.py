@@ -217,6 +217,8 @@ class TestKillRecoveryAndHostAdded:
         nonempty = sorted(name for name, size in written.items() if size > 100)
         assert any(name.endswith("-e0.json") for name in nonempty), written
         assert any(not name.endswith("-e0.json") for name in nonempty), written
+        exported = [orjson.loads(line) for path in run.directory.glob("*/horovod-timeline-p*.ndjson") for line in path.read_bytes().splitlines()]
+        assert exported, "no timeline documents exported"
 
 
 class TestScaleDown:
