@@ -436,7 +436,8 @@ class TestTimelineInput:
         env = _env(tmp_path, "node1")
         host = tmp_path / "job-1" / "node1"
         for name, expected in [("horovod-timeline.ndjson", ["hvdlog-timeline"]), ("horovod-timeline.ndjson.2", ["hvdlog-timeline"]),
-                               ("horovod-timeline.json", []), ("horovod-timeline.3.json", [])]:
+                               ("horovod-timeline.json", []), ("horovod-timeline.3.json", []),
+                               ("horovod-timeline-p42.ndjson", ["hvdlog-timeline"]), ("horovod-timeline-p42-e1.json", [])]:
             assert [i for i, c in INPUTS.items() if _matches(host / name, c, env)] == expected, name
         assert not _matches(tmp_path / "job-1" / "node2" / "horovod-timeline.ndjson", INPUTS["hvdlog-timeline"], env)
         assert not _matches(layout.rank_file(tmp_path, "job-1", "node1", 0), INPUTS["hvdlog-timeline"], env)
