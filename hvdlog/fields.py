@@ -108,7 +108,8 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("event.kind", "keyword", "ecs", "`event`, or `pipeline_error` when parsing failed.", "event"),
     Field(
         "event.action", "keyword", "ecs",
-        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, resources; negotiation or operation (timeline).", "stall",
+        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, resources, elastic_reset, autotune_sample;"
+        " negotiation or operation (timeline).", "stall",
     ),
     Field("event.reason", "keyword", "ecs", "Why the event happened, e.g. the signal name of a `signal` event.", "SIGTERM"),
     Field("event.original", "keyword", "ecs", "The raw line(s), kept when parsing native output.", "[2026-...]"),
@@ -211,6 +212,33 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("horovod.elastic.state", "keyword", "horovod", "The driver's `record state: host[slot] = STATE`: FAILURE, READY or SUCCESS.", "FAILURE"),
     Field("horovod.elastic.count", "long", "horovod", "The count in the driver's `... count == N -> stop running`.", 2),
     Field("horovod.elastic.stop_reason", "keyword", "horovod", "Why the driver stopped the job: success, all_failed, all_blacklisted.", "all_blacklisted"),
+    Field(
+        "horovod.elastic.epoch", "integer", "horovod",
+        "Elastic jobs: the membership epoch, this process's reset count; on every event from the first reset on (absent: 0).", 1,
+    ),
+    Field("horovod.elastic.previous_rank", "integer", "horovod", "On an `elastic_reset` event: the rank before the reset (`rank` is the new one).", 2),
+    Field("horovod.elastic.previous_size", "integer", "horovod", "On an `elastic_reset` event: the job size before the reset.", 3),
+    Field("horovod.elastic.previous_local_rank", "integer", "horovod", "On an `elastic_reset` event: the local rank before the reset.", 0),
+    Field(
+        "horovod.elastic.reason", "keyword", "horovod",
+        "On an `elastic_reset` event: failure (a peer was lost), hosts_added, hosts_removed or unknown.", "failure",
+    ),
+    Field(
+        "horovod.elastic.restored_step", "long", "horovod",
+        "On an `elastic_reset` event: the step the state holds after the reset (its `step`, `global_step` or `batch`), when known.", 30,
+    ),
+    Field("horovod.autotune.sample", "long", "horovod", "Autotune: the sample's line number in HOROVOD_AUTOTUNE_LOG (1 = first after the header).", 3),
+    Field("horovod.autotune.cycle_time_ms", "double", "horovod", "Autotune: the cycle time tried (HOROVOD_CYCLE_TIME, ms).", 5.0),
+    Field("horovod.autotune.fusion_threshold_mb", "double", "horovod", "Autotune: the tensor fusion threshold tried (HOROVOD_FUSION_THRESHOLD, MB).", 64.0),
+    Field("horovod.autotune.cache_enabled", "boolean", "horovod", "Autotune: whether the response cache was on.", True),
+    Field("horovod.autotune.hierarchical_allreduce", "boolean", "horovod", "Autotune: hierarchical allreduce on.", False),
+    Field("horovod.autotune.hierarchical_allgather", "boolean", "horovod", "Autotune: hierarchical allgather on.", False),
+    Field("horovod.autotune.torus_allreduce", "boolean", "horovod", "Autotune: torus allreduce on.", False),
+    Field("horovod.autotune.score", "double", "horovod", "Autotune: the sample's score (bytes reduced per microsecond; higher is better).", 0.072),
+    Field(
+        "horovod.autotune.chosen", "boolean", "horovod",
+        "Autotune: this line is the setting Horovod kept (the repeat of the best sample it writes when tuning ends).", True,
+    ),
     Field("horovod.launcher.stream", "keyword", "horovod", "stdout or stderr of the rank.", "stderr"),
     Field("horovod.launcher.job", "keyword", "horovod", "Open MPI job id from a `[job,rank]` tag.", "1"),
     Field("horovod.launcher.format", "keyword", "horovod", "Which launcher tag was seen: gloo, openmpi, mpich, none.", "gloo"),

@@ -1,7 +1,8 @@
 """Per-rank paths, written and recognised in one place, and the one directory walker.
 
 hvdlog writes ``<root>/<job>/<host>/rank-<rank>.<kind>``: ``<kind>`` is ``jsonl`` for our
-events, ``stdout.log`` / ``stderr.log`` for the rank's native output. ``horovodrun
+events, ``stdout.log`` / ``stderr.log`` for the rank's native output. In elastic jobs
+(ranks change at resets) the file is the process's, ``pid-<pid>.<kind>``, and names no rank. ``horovodrun
 --output-filename DIR`` writes ``DIR/rank.<r>/stdout|stderr`` (Open MPI adds a level).
 This path is a contract with Filebeat (which derives job, host and rank from it), Logstash
 and ``hvdlog`` over files; keep it stable.
@@ -31,6 +32,7 @@ __all__ = [
     "is_log_file",
     "parse_path",
     "path_rank",
+    "process_file",
     "rank_file",
     "safe_job_id",
     "tree_of",
@@ -59,17 +61,25 @@ def safe_job_id(job: str) -> str:
 
 
 class RankFile(NamedTuple):
-    """What a per-rank path of our layout says about its content."""
+    """What a per-rank (or, elastic, per-process: ``rank`` None) path of our layout says."""
 
     job: str
     host: str
-    rank: int
+    rank: int | None
     kind: str
 
 
 def rank_file(root: str | Path, job: str, host: str, rank: int, kind: str = "events") -> Path:
     """The path of one rank's file of one kind."""
     return Path(root) / job / host / f"rank-{rank}.{KINDS[kind]}"
+
+
+def process_file(root: str | Path, job: str, host: str, pid: int, kind: str = "events") -> Path:
+    """The path of one process's file of one kind, for elastic jobs: a process's rank can
+    change at every reset, and a new worker can get a rank another process had, so the file
+    is named after the process and each event's ``rank`` field (or each native line's rank
+    tag) says the rank."""
+    return Path(root) / job / host / f"pid-{pid}.{KINDS[kind]}"
 
 
 @cache
@@ -90,14 +100,14 @@ def parse_path(path: str | os.PathLike[str]) -> RankFile | None:
     if fields is None:
         return None
     suffix = _ROTATED.sub("", text).rsplit("/", 1)[-1].split(".", 1)[1]
-    return RankFile(fields["job"], fields["host.name"], fields["rank"], _KIND_OF_SUFFIX[suffix])
+    return RankFile(fields["job"], fields["host.name"], fields.get("rank"), _KIND_OF_SUFFIX[suffix])
 
 
 def path_rank(path: str | os.PathLike[str]) -> int | None:
     """The rank a per-rank path names: our layout or an ``--output-filename`` tree."""
     text = _posix(path)
     fields = _pattern("HOROVOD_LAYOUT_PATH").search(text) or _pattern("HOROVOD_RANK_FILE_PATH").search(text)
-    return fields["rank"] if fields else None
+    return fields.get("rank") if fields else None
 
 
 def tree_of(path: str | os.PathLike[str]) -> str | None:

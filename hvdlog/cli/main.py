@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "jobs": "hvdlog.cli.jobs:jobs",
     "parse": "hvdlog.cli.parse:parse",
     "report": "hvdlog.cli.report:report_command",
+    "run": "hvdlog.cli.run:run",
     "stalls": "hvdlog.cli.stalls:stalls",
     "stragglers": "hvdlog.cli.stragglers:stragglers",
     "timeline": "hvdlog.cli.timeline:timeline",

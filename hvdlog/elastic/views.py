@@ -192,6 +192,27 @@ SEARCHES: Final = (
         ),
     ),
     SavedSearch(
+        "elastic-resets",
+        "Elastic resets",
+        "Every reset of an elastic job, one event per surviving process and reset, oldest first: the new rank and size,"
+        " the old ones, why (failure, hosts_added, hosts_removed) and the step the state was restored to. The membership"
+        " epoch (horovod.elastic.epoch) on every later event of that process tells replayed steps apart.",
+        "event.action:elastic_reset",
+        (
+            "job",
+            "host.name",
+            "process.pid",
+            "horovod.elastic.epoch",
+            "horovod.elastic.reason",
+            "horovod.elastic.previous_rank",
+            "rank",
+            "horovod.elastic.previous_size",
+            "size",
+            "horovod.elastic.restored_step",
+        ),
+        (("@timestamp", "asc"),),
+    ),
+    SavedSearch(
         "horovod-debug-by-rank",
         "Horovod DEBUG by rank",
         "Trace and debug lines of Horovod's C++ core (HOROVOD_LOG_LEVEL=debug), rank by rank in time order.",
@@ -309,5 +330,6 @@ DASHBOARD: Final = Dashboard(
         Panel("who-made-the-collective-wait", 0, 56, 24, 14),
         Panel("step-time-per-rank", 24, 56, 24, 14),
         Panel("resources-per-rank", 0, 70, 48, 12),
+        Panel("elastic-resets", 0, 82, 48, 12),
     ),
 )

@@ -26,6 +26,9 @@ _RANK_PATH: Final = compile_pattern("HOROVOD_RANK_FILE_PATH")
 _LAYOUT_PATH: Final = compile_pattern("HOROVOD_LAYOUT_PATH")
 _PREFIXED_CORE: Final = compile_pattern("HOROVOD_PREFIXED_CORE")
 _ANSI: Final = compile_pattern("HOROVOD_ANSI_ANY").regex
+#: The launcher's console ``hvdlog run`` keeps (``<root>/<job>/launcher.log``, hvdlog/cli/run.py);
+#: no Logstash pipeline reads it, so it is not a pattern of the shared file.
+_LAUNCHER_LOG_PATH: Final = re.compile(r"(?:^|/)(?P<job>[^/]+)/launcher\.log(?:\.\d+)?$")
 _PAYLOAD: Final = "@metadata.hvd.payload"
 _PREFIX: Final = "@metadata.hvd.prefix"
 
@@ -171,10 +174,14 @@ class TagSplitter:
 
 
 def path_fields(path: str | None) -> dict[str, Any]:
-    """What a per-rank path says: rank and stream, and job and host for hvdlog's layout."""
+    """What a per-rank path says: rank and stream, and job and host for hvdlog's layout (the job
+    alone for the ``<job>/launcher.log`` that ``hvdlog run`` keeps)."""
     if not path:
         return {}
     path = path.replace("\\", "/")
     fields = _RANK_PATH.search(path) or {}
-    fields.update(_LAYOUT_PATH.search(path) or {})
+    layout = _LAYOUT_PATH.search(path)
+    if layout is None and (launcher := _LAUNCHER_LOG_PATH.search(path)) is not None:
+        layout = {"job": launcher["job"]}
+    fields.update(layout or {})
     return fields

@@ -47,6 +47,7 @@ TEE_SCRIPT = str(Path(__file__).resolve().with_name("tee.py"))
 _MAX_RESTARTS = 5  # within _RESTART_WINDOW seconds; more means something is badly wrong
 _RESTART_WINDOW = 30.0
 _RETRY_REPORT = 0.2  # seconds between attempts to log a drop count the JSON file refused
+_RANK_ACK = 1.0  # seconds to wait for the tee to take a new rank (an elastic reset)
 
 
 @dataclass
@@ -58,6 +59,10 @@ class NativeCapture:
     max_bytes: int = 0
     backups: int = 5
     redact: bool = True
+    #: Elastic jobs: the file is the process's, so each line carries a ``[rank]<stream>:`` tag
+    #: with the rank at the time it was printed (:meth:`set_rank`); ``rank`` None: no tag yet.
+    rank_tags: bool = False
+    rank: int | None = None
     emit: Emit | None = None
     try_emit: Callable[[str, str, dict[str, Any]], bool] | None = None
     console_fds: dict[int, int] = field(default_factory=dict)
@@ -68,6 +73,7 @@ class NativeCapture:
     _status: int = -1
     _stopping: bool = False
     _flushed: threading.Event = field(default_factory=threading.Event)
+    _ranked: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending_drops: dict[str, tuple[int, str]] = field(default_factory=dict)
     _drops_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -114,6 +120,7 @@ class NativeCapture:
             "stdout_file": str(self.stdout_path), "stderr_file": str(self.stderr_path),
             "control_fd": control_read, "status_fd": status_write,
             "max_bytes": self.max_bytes, "backups": self.backups, "redact": self.redact,
+            "rank": self.rank if self.rank_tags else None,
         }
         try:
             self.process = subprocess.Popen(
@@ -177,6 +184,8 @@ class NativeCapture:
     def _on_status(self, words: list[str]) -> None:
         if words[:1] == ["flushed"]:
             self._flushed.set()
+        elif words[:1] == ["ranked"]:
+            self._ranked.set()
         elif words[:1] == ["dropped"] and len(words) >= 3 and words[2].isdigit():
             stream, count, reason = words[1], int(words[2]), (words[3] if len(words) > 3 else "")
             with self._drops_lock:
@@ -274,6 +283,22 @@ class NativeCapture:
             self._read_ends.clear()
             self.console_fds.clear()
             self._control = -1
+
+    def set_rank(self, rank: int | None) -> None:
+        """The process's rank changed (elastic reset): lines already written keep the old
+        rank's tag, later ones get the new one (the tee reads the pipes empty first)."""
+        if not self.rank_tags or rank == self.rank or rank is None:
+            return
+        self.rank = rank
+        for stream in (sys.stdout, sys.stderr):
+            _flush(stream)
+        with self._lock, contextlib.suppress(OSError):
+            if self._control >= 0:
+                self._ranked.clear()
+                os.write(self._control, f"rank {rank}\n".encode())
+                # Bytes in the pipes now were printed under the old rank: wait (bounded) until
+                # the tee has written them, so what this thread prints next gets the new tag.
+                self._ranked.wait(_RANK_ACK)
 
     def console_fd(self, fd: int) -> int:
         """The fd that reaches the original console for ``fd`` (itself when not captured)."""

@@ -24,6 +24,7 @@ import structlog
 
 from hvdlog import layout
 from hvdlog.fields import LEVELS
+from hvdlog.runtime import elastic as _elastic
 from hvdlog.runtime import rank as _rank
 from hvdlog.runtime.capture import NativeCapture
 from hvdlog.runtime.hooks import Hooks
@@ -177,18 +178,20 @@ def configure(
     host = socket.gethostname()
     job_id = layout.safe_job_id(job) if job else default_job_id()
     root_dir = Path(root or os.environ.get("HVDLOG_ROOT") or layout.DEFAULT_ROOT)
-    rank_for_path = info.rank if info.rank is not None else f"unknown-pid{os.getpid()}"
-    path = layout.rank_file(root_dir, job_id, host, rank_for_path)  # type: ignore[arg-type]
+    paths = _elastic.process_paths(root_dir, job_id, host, info.rank)
+    path = paths["events"]
 
     refusal = foreign_owner(root_dir, path.parent)
     capture = None
     if capture_native and refusal is None:
         capture = NativeCapture(
-            layout.rank_file(root_dir, job_id, host, rank_for_path, "stdout"),  # type: ignore[arg-type]
-            layout.rank_file(root_dir, job_id, host, rank_for_path, "stderr"),  # type: ignore[arg-type]
+            paths["stdout"],
+            paths["stderr"],
             max_bytes=max_bytes,
             backups=backups,
             redact=redact,
+            rank_tags=_elastic.is_elastic(),
+            rank=info.rank,
         )
         with contextlib.suppress(OSError):  # read-only or full: the writers say so, and retry
             make_private_dirs(path.parent)
@@ -247,6 +250,8 @@ def configure(
             _say(f"hvdlog: stall watchdog not started: {exc}")
             config.watchdog = None
     _current = config
+    _elastic.install()
+    _elastic.tracker.attach(config.emit, _rank_fields, renderer.update_static, [config.timeline.next_incarnation] if config.timeline else [])
     return config
 
 
@@ -265,8 +270,9 @@ def _start_timeline(config: Configuration, max_bytes: int, backups: int) -> Time
 def refresh_rank() -> None:
     """Re-read rank/size from Horovod (after ``hvd.init()`` or an elastic reset).
 
-    Called by the patched ``hvd.init`` and by the watchdog every tick, so the fields stay
-    true without a check on the hot path. The file path keeps the rank at configure time.
+    Called by the patched ``hvd.init``, by Horovod's elastic re-init (:mod:`hvdlog.runtime.elastic`)
+    and by the watchdog every tick, so the fields stay true without a check on the hot path.
+    The file path keeps the rank at configure time (in elastic jobs it names the process).
     """
     config = _current
     if config is None:
@@ -277,12 +283,22 @@ def refresh_rank() -> None:
     fields = info.as_fields()
     if any(config.static.get(key) != value for key, value in fields.items()):
         config.renderer.update_static(fields)  # config.static is the renderer's dict
+        if config.capture is not None:
+            config.capture.set_rank(info.rank)  # native lines printed from now on are the new rank's
+
+
+def _rank_fields() -> dict[str, Any]:
+    """Rank fields in force after a refresh (the elastic reset path asks for them)."""
+    refresh_rank()
+    config = _current
+    return {key: config.static.get(key) for key in ("rank", "size", "local_rank", "local_size")} if config else {}
 
 
 def _watchdog_tick() -> None:
     """Every watchdog tick: rank fields stay true, and optimizers made after a late
     ``import horovod.torch`` are still registered for naming stalled tensors."""
     track_distributed_optimizers()
+    _elastic.install()
     refresh_rank()
 
 
@@ -296,6 +312,7 @@ def _patch_horovod_init() -> None:
     def init(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
         refresh_rank()
+        _elastic.install()
         return result
 
     init._hvdlog_wrapped = True  # type: ignore[attr-defined]
@@ -317,6 +334,7 @@ def shutdown() -> None:
     config, _current = _current, None
     if config is None:
         return
+    _elastic.tracker.detach()
     steps = [
         lambda: config.watchdog.stop(timeout=0.2) if config.watchdog is not None else None,
         lambda: config.timeline.stop() if config.timeline is not None else None,

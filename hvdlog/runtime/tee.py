@@ -20,7 +20,10 @@ over the status pipe (``dropped <stream> <count> <reason>``) once writing works 
 It ignores SIGINT/SIGTERM/SIGHUP (those are for the rank) and exits at EOF on both pipes,
 so a rank killed by SIGKILL loses nothing it wrote. On ``flush`` from the control pipe
 (the rank's ``shutdown()``), it writes out everything already in the pipes, partial
-lines included, and answers ``flushed``.
+lines included, and answers ``flushed``. In elastic jobs each file line carries a gloo-style
+``[rank]<stream>:`` tag after the time; on ``rank N`` (an elastic reset) it writes out what is
+already in the pipes under the old tag, then tags with N and answers ``ranked`` (the rank waits
+for it, so what it prints next cannot be read before the change).
 """
 
 from __future__ import annotations
@@ -74,6 +77,10 @@ class Stream:
         self.pending = b""  # may still be the start of a secret
         self.partial = b""  # the current line, not yet ended by a newline
         self.line_time: float | None = None  # when the current line's first byte arrived
+        self.tag = b""  # elastic jobs: ``[rank]<stream>:`` before each line (the file is the process's)
+
+    def set_rank(self, rank: int | None) -> None:
+        self.tag = b"" if rank is None else f"[{rank}]<{self.name}>:".encode()
 
     def feed(self, chunk: bytes, now: float) -> None:
         if self.line_time is None:
@@ -101,7 +108,7 @@ class Stream:
         self.line_time = None
 
     def _stamp(self, line: bytes, arrived: float) -> bytes:
-        return line if HOROVOD_HEADER.match(line) else arrival_prefix(arrived) + line
+        return (b"" if HOROVOD_HEADER.match(line) else arrival_prefix(arrived)) + self.tag + line
 
     def _file(self, out: bytes, now: float) -> None:
         lines = []
@@ -162,6 +169,7 @@ def main(spec: dict[str, Any]) -> int:
         writer.open(spec[f"{name}_file"], spec.get("max_bytes", 0), spec.get("backups", 5))
         pipe = spec[f"{name}_fd"]
         streams[pipe] = Stream(name, pipe, console, writer, redactor, status)
+        streams[pipe].set_rank(spec.get("rank"))
 
     poller = select.poll()
     for pipe in streams:
@@ -206,6 +214,12 @@ def main(spec: dict[str, Any]) -> int:
                 if not command:  # the rank is gone (and nobody else holds the control pipe)
                     poller.unregister(control)
                     continue
+                for word, _, value in (part.partition(b" ") for part in command.split(b"\n")):
+                    if word == b"rank" and value.strip().isdigit():
+                        drain()  # what was printed before the rank changed keeps the old tag
+                        for stream in streams.values():
+                            stream.set_rank(int(value))
+                        status(b"ranked\n")
                 if b"flush" in command:
                     drain()
                     status(b"flushed\n")

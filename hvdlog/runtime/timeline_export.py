@@ -13,6 +13,9 @@ seconds and, past ``max_bytes``, switches Horovod to a new segment with ``hvd.st
 events into documents for Elasticsearch (:mod:`hvdlog.timeline_format.documents`), appended to
 ``horovod-timeline.ndjson`` (rotated like the other files) for Filebeat. A timeline the user
 asked for by their own means (``HOROVOD_TIMELINE`` already set) is left alone, and found by the CLI.
+Elastic jobs: every process watches (any may become rank 0 at a reset), and each process and
+incarnation writes ``horovod-timeline-p<pid>-e<epoch>.json`` (Horovod truncates its file at
+every re-init), so no incarnation's timeline is lost.
 Nothing here may raise into training: failures become one warning event.
 """
 
@@ -33,8 +36,9 @@ from hvdlog.types import Emit
 __all__ = ["SEGMENT_PATTERN", "TIMELINE_FILE", "TimelineCapture", "timeline_requested"]
 
 TIMELINE_FILE: Final = "horovod-timeline.json"
-#: First segment ``horovod-timeline.json``, then ``horovod-timeline.<n>.json``.
-SEGMENT_PATTERN: Final = re.compile(r"^horovod-timeline(?:\.(\d+))?\.json$")
+#: First segment ``horovod-timeline.json``, then ``horovod-timeline.<n>.json``; in elastic jobs
+#: one series per process and incarnation, ``horovod-timeline-p<pid>-e<epoch>[.<n>].json``.
+SEGMENT_PATTERN: Final = re.compile(r"^(horovod-timeline(?:-p\d+-e\d+)?)(?:\.(\d+))?\.json$")
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 #: At shutdown the export repeats until the timeline has not grown for this long (Horovod's writer thread lags)...
 SETTLE_S: Final = 0.15
@@ -72,6 +76,10 @@ class TimelineCapture(Periodic):
         self.path: Path | None = None
         self.owned = False
         self.segments = 0
+        #: Elastic jobs: each re-init reopens (truncates) HOROVOD_TIMELINE, and whichever process
+        #: is rank 0 then writes it; so each process and incarnation gets its own file name.
+        self.elastic = os.environ.get("HOROVOD_ELASTIC", "").strip() == "1"
+        self.base = f"horovod-timeline-p{os.getpid()}-e0" if self.elastic else "horovod-timeline"
         self._follower: Any = None
         self._writer: Any = None
         self._lock = threading.Lock()
@@ -86,7 +94,7 @@ class TimelineCapture(Periodic):
                       "call hvdlog.configure(timeline=True) before hvd.init(), or set HVDLOG_TIMELINE=1", {})
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.path = self.directory / TIMELINE_FILE
+        self.path = self._segment(0)
         env["HOROVOD_TIMELINE"] = str(self.path)
         env.setdefault("HOROVOD_CACHE_CAPACITY", "0")
         self.owned = True
@@ -144,7 +152,10 @@ class TimelineCapture(Periodic):
             return True
         hvd = sys.modules["horovod.torch"]
         if hvd.rank() != 0:
-            return False
+            if self.elastic:  # it may have been rank 0 earlier in this incarnation, and may become it
+                self._export()
+            return self.elastic
+
         current = self._segment(self.segments)
         self._export()
         try:
@@ -161,11 +172,29 @@ class TimelineCapture(Periodic):
         return True
 
     def _segment(self, number: int) -> Path:
-        return self.directory / (TIMELINE_FILE if not number else f"horovod-timeline.{number}.json")
+        return self.directory / (f"{self.base}.json" if not number else f"{self.base}.{number}.json")
+
+    def next_incarnation(self, epoch: int) -> None:
+        """Before Horovod's elastic re-init: the new incarnation writes a file of its own (the
+        one Horovod would otherwise truncate keeps the last incarnation's timeline)."""
+        if not self.owned or not self.elastic:
+            return
+        with contextlib.suppress(Exception):  # export what is left of the ending incarnation
+            self._export()
+        with self._lock:
+            self.base, self.segments, self._follower = f"horovod-timeline-p{os.getpid()}-e{epoch}", 0, None
+            self.path = self._segment(0)
+            os.environ["HOROVOD_TIMELINE"] = str(self.path)
 
     def _export(self) -> None:
-        """Append documents for what Horovod wrote since the last call (rank 0, owned timeline only)."""
-        if not self.owned or not _horovod_initialized() or sys.modules["horovod.torch"].rank() != 0:
+        """Append documents for what Horovod wrote since the last call (rank 0, owned timeline only;
+        elastic: this process's own file of this incarnation, whatever its rank is now)."""
+        if not self.owned:
+            return
+        if self.elastic:
+            if not self._segment(self.segments).exists():
+                return
+        elif not _horovod_initialized() or sys.modules["horovod.torch"].rank() != 0:
             return
         with self._lock:
             self._export_locked()
@@ -177,7 +206,9 @@ class TimelineCapture(Periodic):
         if self._follower is None:
             self._follower = TimelineFollower(self._segment(self.segments))
         if self._writer is None:
-            self._writer = RankFileWriter(self.directory / EXPORT_FILE, max_bytes=self.max_bytes, backups=self.backups)
+            # Elastic: whichever process is rank 0 exports, so each process has its own file.
+            name = f"horovod-timeline-p{os.getpid()}.ndjson" if self.elastic else EXPORT_FILE
+            self._writer = RankFileWriter(self.directory / name, max_bytes=self.max_bytes, backups=self.backups)
         job, host = job_and_host(self._follower.path)
         for doc in documents(self._follower.poll(), job, host):
             self._writer.write(export_line(doc))
@@ -185,7 +216,7 @@ class TimelineCapture(Periodic):
     def _prune(self) -> None:
         """Delete the oldest closed segments beyond ``backups``."""
         numbered = sorted(
-            (int(m[1] or 0), p) for p in self.directory.iterdir() if (m := SEGMENT_PATTERN.match(p.name))
+            (int(m[2] or 0), p) for p in self.directory.iterdir() if (m := SEGMENT_PATTERN.match(p.name)) and m[1] == self.base
         )
         for _, path in numbered[: max(len(numbered) - (self.backups + 1), 0)]:
             path.unlink(missing_ok=True)

@@ -34,9 +34,10 @@ def _candidates(path: Path) -> Iterable[Path]:
 
 
 def job_of_timeline(path: Path) -> str | None:
-    """The job a timeline belongs to: the directory holding ``<host>/rank-*.jsonl`` at or above it."""
+    """The job a timeline belongs to: the directory holding ``<host>/rank-*.jsonl`` (elastic jobs:
+    ``pid-*.jsonl``) at or above it."""
     for directory in (path.parent, *path.parent.parents)[:3]:
-        if any(directory.glob("*/rank-*.jsonl")) or any(directory.glob("*/rank-*.jsonl.*")):
+        if any(any(directory.glob(f"*/{name}-*.jsonl{rotated}")) for name in ("rank", "pid") for rotated in ("", ".*")):
             return directory.name
         if directory.parent == directory:
             break

@@ -37,6 +37,7 @@ EXPECTED_IDS = [
     ("index-pattern", "hvdlog-logs"),
     ("search", "hvdlog-errors-by-rank"),
     ("search", "hvdlog-stall-warnings"),
+    ("search", "hvdlog-elastic-resets"),
     ("search", "hvdlog-horovod-debug-by-rank"),
     ("search", "hvdlog-job-timeline"),
     ("search", "hvdlog-latest-errors"),

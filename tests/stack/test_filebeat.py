@@ -127,6 +127,20 @@ def _env(root: Path, host: str) -> dict[str, str]:
     return {"HVDLOG_ROOT": str(root), "NODE_NAME": host, "LOGSTASH_HOSTS": "localhost:5044", "HVDLOG_TLS_DIR": str(root)}
 
 
+def _path_fields(input_config: dict[str, Any], path: Path, env: dict[str, str]) -> dict[str, str] | None:
+    """What the input's dissect processors (the ones whose ``when.regexp`` matches) take from the path."""
+    found: dict[str, str] = {}
+    for processor in input_config["processors"]:
+        condition = processor["dissect"].get("when", {}).get("regexp", {}).get("log.file.path")
+        if condition is not None and not re.search(condition, str(path)):
+            continue
+        fields = dissect(expand(processor["dissect"]["tokenizer"], env), str(path))
+        if fields is None:
+            return None
+        found.update(fields)
+    return found
+
+
 def _matches(path: Path, input_config: dict[str, Any], env: dict[str, str]) -> bool:
     """Filebeat's glob semantics: `*` stays within one path segment (Go filepath.Match)."""
     return any(PurePosixPath(path).match(expand(pattern, env)) for pattern in input_config["paths"])
@@ -215,14 +229,28 @@ class TestPaths:
             assert len(readers) == (1 if path.parent.name == host else 0), f"{path}: read by {readers}"
             if not readers:
                 continue
-            config = INPUTS[readers[0]]
-            tokenizer = expand(config["processors"][0]["dissect"]["tokenizer"], env)
-            fields = dissect(tokenizer, str(path))
+            fields = _path_fields(INPUTS[readers[0]], path, env)
             truth = layout.parse_path(path)
             assert fields and truth, path
-            assert (fields["job"], fields["host.name"], fields["rank"]) == (truth.job, truth.host, truth.rank)
+            assert (fields["job"], fields["host.name"]) == (truth.job, truth.host)
             if truth.kind != "events":
-                assert fields["horovod.launcher.stream"] == truth.kind
+                assert fields["horovod.launcher.stream"] == truth.kind and fields["rank"] == truth.rank
+            else:  # an event's rank is its own, never the path's
+                assert "rank" not in fields
+
+    def test_process_files(self, tmp_path: Path) -> None:
+        """Elastic jobs' per-process files go to the same inputs; no rank from their path, the pid instead."""
+        env = _env(tmp_path, "node1")
+        expected = {"events": "hvdlog-events", "stdout": "hvdlog-native", "stderr": "hvdlog-native"}
+        for kind, input_id in expected.items():
+            path = layout.process_file(tmp_path, "job-1", "node1", 4242, kind)
+            for candidate in (path, Path(f"{path}.3")):
+                readers = [i for i, config in INPUTS.items() if _matches(candidate, config, env)]
+                assert readers == [input_id], f"{candidate.name}: read by {readers}"
+                fields = _path_fields(INPUTS[input_id], candidate, env)
+                assert fields is not None and "rank" not in fields and (fields["job"], fields["host.name"]) == ("job-1", "node1")
+                if kind != "events":
+                    assert (fields["process.pid"], fields["horovod.launcher.stream"]) == (4242, kind)
 
 
 class TestMultiline:
@@ -311,7 +339,7 @@ class TestRealFilebeat:
             truth = layout.parse_path(path)
             assert [e["message"] for e in shipped] == [r["message"] for r in records]
             for event, record in zip(shipped, records, strict=True):
-                assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, truth.rank)
+                assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, record["rank"])
                 assert event["log"]["level"] == record["log.level"] and event["tags"] == ["hvdlog_events"]
                 assert event.get("step") == record.get("step") and event["event"]["dataset"] == record["event.dataset"]
                 # Filebeat keeps the event's own time (to the millisecond), not the read time.
@@ -382,7 +410,8 @@ class TestTimelineInput:
         env = _env(tmp_path, "node1")
         host = tmp_path / "job-1" / "node1"
         for name, expected in [("horovod-timeline.ndjson", ["hvdlog-timeline"]), ("horovod-timeline.ndjson.2", ["hvdlog-timeline"]),
-                               ("horovod-timeline.json", []), ("horovod-timeline.3.json", [])]:
+                               ("horovod-timeline.json", []), ("horovod-timeline.3.json", []),
+                               ("horovod-timeline-p42.ndjson", ["hvdlog-timeline"]), ("horovod-timeline-p42-e1.json", [])]:
             assert [i for i, c in INPUTS.items() if _matches(host / name, c, env)] == expected, name
         assert not _matches(tmp_path / "job-1" / "node2" / "horovod-timeline.ndjson", INPUTS["hvdlog-timeline"], env)
         assert not _matches(layout.rank_file(tmp_path, "job-1", "node1", 0), INPUTS["hvdlog-timeline"], env)

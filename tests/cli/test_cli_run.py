@@ -1,0 +1,102 @@
+"""``hvdlog run``: the launcher's console joins the job's folder (issue 22), with real processes."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hvdlog.cli.run import launcher_command
+from hvdlog.parse.autotune import autotune_documents
+from hvdlog.query.autotune import autotune_line
+from hvdlog.query.files import FileSource
+from hvdlog.query.spec import Filter
+
+ARRIVAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ")
+
+
+def hvdlog_run(tmp_path: Path, *command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hvdlog", "run", "--root", str(tmp_path), "--job", "j", "--", *command],
+        capture_output=True, text=True, timeout=timeout, check=False,
+        env={key: value for key, value in os.environ.items() if key != "HVDLOG_JOB"},
+    )
+
+
+class TestLauncherCommand:
+    def test_horovodrun_gets_info_logging(self, tmp_path: Path) -> None:
+        """--log-level INFO is added unless the user chose a level; other commands are left alone."""
+        assert launcher_command(["horovodrun", "-np", "2", "python", "t.py"], tmp_path)[:3] == ["horovodrun", "--log-level", "INFO"]
+        assert launcher_command(["horovodrun", "--log-level", "DEBUG", "python"], tmp_path) == ["horovodrun", "--log-level", "DEBUG", "python"]
+        assert launcher_command(["mpirun", "-np", "2"], tmp_path) == ["mpirun", "-np", "2"]
+
+    def test_autotune_log_goes_into_the_job(self, tmp_path: Path) -> None:
+        """--autotune without a log file gets one in the job's folder; a named one is kept."""
+        command = launcher_command(["horovodrun", "--autotune", "python"], tmp_path)
+        assert command[command.index("--autotune-log-file") + 1] == str(tmp_path / "autotune.csv")
+        named = ["horovodrun", "--autotune", "--autotune-log-file", "mine.csv", "python"]
+        assert launcher_command(named, tmp_path).count("--autotune-log-file") == 1
+
+
+class TestRun:
+    def test_tee_env_and_exit_status(self, tmp_path: Path) -> None:
+        """Both streams pass through and land in launcher.log with arrival times; the child sees
+        HVDLOG_JOB/HVDLOG_ROOT; the exit status is the child's."""
+        script = "import os,sys; print('out', os.environ['HVDLOG_JOB'], os.environ['HVDLOG_ROOT']); print('err line', file=sys.stderr); sys.exit(3)"
+        done = hvdlog_run(tmp_path, sys.executable, "-c", script)
+        assert done.returncode == 3, done.stderr
+        assert done.stdout == f"out j {tmp_path}\n"
+        assert "err line\n" in done.stderr
+        lines = (tmp_path / "j" / "launcher.log").read_text().splitlines()
+        assert sorted(ARRIVAL.sub("", line) for line in lines) == ["err line", f"out j {tmp_path}"]
+        assert all(ARRIVAL.match(line) for line in lines)
+
+    def test_elastic_keeps_worker_lines_out(self, tmp_path: Path) -> None:
+        """An elastic launch (--min-np/--max-np/--host-discovery-script): the workers' tagged lines reach
+        the console but not launcher.log (their tag is a spawn index, not the rank after a reset)."""
+        script = "print('[0]<stdout>:a worker line'); print('INFO:root:reset workers: 2')"
+        done = hvdlog_run(tmp_path, sys.executable, "-c", script, "--min-np", "2")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "[0]<stdout>:a worker line\nINFO:root:reset workers: 2\n"
+        lines = (tmp_path / "j" / "launcher.log").read_text().splitlines()
+        assert [ARRIVAL.sub("", line) for line in lines] == ["INFO:root:reset workers: 2"]
+
+    def test_missing_command(self, tmp_path: Path) -> None:
+        """A command that does not exist: one sentence, exit 2."""
+        done = hvdlog_run(tmp_path, "no-such-launcher-xyz")
+        assert done.returncode == 2 and "cannot run no-such-launcher-xyz" in done.stderr
+
+    @pytest.mark.skipif(subprocess.run(["which", "horovodrun"], capture_output=True, check=False).returncode != 0, reason="needs horovodrun")
+    def test_real_horovodrun(self, tmp_path: Path) -> None:
+        """A real 2-rank Gloo job: the workers write into <root>/j, their console (tagged by horovodrun)
+        is in launcher.log and read as part of job j. (The elastic driver's INFO lines in
+        launcher.log are checked by tests/runtime/test_elastic.py, which launches through hvdlog run.)"""
+        script = "import hvdlog, horovod.torch as hvd; hvdlog.configure(stall_after=None); hvd.init(); hvdlog.get_logger().info('hello'); hvdlog.shutdown()"
+        done = hvdlog_run(tmp_path, "horovodrun", "--gloo", "-np", "2", sys.executable, "-c", script, timeout=240)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(list((tmp_path / "j").glob("*/rank-*.jsonl"))) == 2
+        log = (tmp_path / "j" / "launcher.log").read_text()
+        assert "[1]<stdout>:" in log and "Horovod initialized" in log, log[-2000:]
+        docs = list(FileSource([tmp_path / "j" / "launcher.log"]).search(Filter()))
+        assert docs and {doc.get("job") for doc in docs} == {"j"}
+        assert {doc.get("rank") for doc in docs if "Horovod initialized" in doc["message"]} == {0, 1}
+
+    @pytest.mark.skipif(subprocess.run(["which", "horovodrun"], capture_output=True, check=False).returncode != 0, reason="needs horovodrun")
+    def test_real_autotune(self, tmp_path: Path) -> None:
+        """horovodrun --autotune through hvdlog run: Horovod writes its autotune log into the job's
+        folder, read back as autotune documents and one line for stragglers."""
+        script = (
+            "import torch, horovod.torch as hvd\nhvd.init()\n"
+            "for i in range(300):\n    hvd.allreduce(torch.ones(1000), name='a'); hvd.allreduce(torch.ones(10), name='b')\n"
+        )
+        tuning = ("--autotune", "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2", "--autotune-bayes-opt-max-samples", "3")
+        done = hvdlog_run(tmp_path, "horovodrun", "--gloo", "-np", "2", *tuning, sys.executable, "-c", script, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        docs = list(autotune_documents(tmp_path / "j" / "autotune.csv"))
+        assert len(docs) >= 4 and {doc["job"] for doc in docs} == {"j"}
+        (line,) = autotune_line([tmp_path / "j"])
+        assert line.startswith("autotune (job j): ") and " MB, cycle time " in line
