@@ -24,6 +24,7 @@ Every report carries one line of reasoning and a confidence (certain / likely / 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
@@ -120,7 +121,11 @@ class _Rank:
         if not items:
             return "none", None
         first = items[0]
-        return ("candidate" if first.meaning == "fault" else "collateral"), first
+        if first.meaning != "fault":
+            return "collateral", first
+        # the rank's opening faults (an `ERROR:` line, then its exception): the strongest says why
+        leading = list(itertools.takewhile(lambda item: item.meaning == "fault", items))
+        return "candidate", max(leading, key=lambda item: (item.strength, -item.order))
 
     def strength(self) -> int:
         return max((item.strength for item in self.relevant() if item.meaning == "fault"), default=0)
