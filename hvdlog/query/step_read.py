@@ -71,7 +71,7 @@ def _simple(spec: Filter) -> bool:
 
 def _take(flat: dict[str, Any], job: str | None, spec: Filter, read: StepRead) -> bool:
     """Tally one decoded line straight from its fields; False when it needs the full parse."""
-    if flat.get("step") is None or any(type(value) is dict for value in flat.values()):
+    if flat.get("step") is None or dict in map(type, flat.values()):
         return False
     job = flat.get("job") or job
     rank, step = flat.get("rank"), flat.get("step")
