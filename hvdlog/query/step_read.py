@@ -18,7 +18,7 @@ tallies merge exactly and in any order, so the answer is the same as with one.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
@@ -71,7 +71,7 @@ def _simple(spec: Filter) -> bool:
 
 def _take(flat: dict[str, Any], job: str | None, spec: Filter, read: StepRead) -> bool:
     """Tally one decoded line straight from its fields; False when it needs the full parse."""
-    if flat.get("step") is None or any(type(value) is dict for value in flat.values()):
+    if flat.get("step") is None or dict in map(type, flat.values()):
         return False
     job = flat.get("job") or job
     rank, step = flat.get("rank"), flat.get("step")
@@ -89,28 +89,24 @@ def _take(flat: dict[str, Any], job: str | None, spec: Filter, read: StepRead) -
     return True
 
 
-def _parsed(line: bytes, path: str, spec: Filter, read: StepRead) -> None:
-    for doc in parse_lines([line], path=path):
+def _count(docs: Iterable[Document], spec: Filter, read: StepRead) -> None:
+    """Parsed documents into the result: parse failures counted, matches tallied (resources kept)."""
+    for doc in docs:
         tags = doc.get("tags")
         if isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
             read.parse_failures += 1
-        if not spec.matches(doc):
-            continue
-        if is_resources(doc):
-            read.resources.append(doc)
-        else:
-            read.tally.add_document(doc)
+        if spec.matches(doc):
+            (read.resources.append if is_resources(doc) else read.tally.add_document)(doc)
+
+
+def _parsed(line: bytes, path: str, spec: Filter, read: StepRead) -> None:
+    _count(parse_lines([line], path=path), spec, read)
 
 
 def _whole(path: Path, spec: Filter, timezone: str | None, read: StepRead) -> None:
     """A file that is neither an events file nor a rank's capture: every line through the parser."""
     with open(path, "rb") as handle:
-        for doc in parse_lines(handle, path=str(path), timezone=timezone):
-            tags = doc.get("tags")
-            if isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
-                read.parse_failures += 1
-            if spec.matches(doc):
-                (read.resources.append if is_resources(doc) else read.tally.add_document)(doc)
+        _count(parse_lines(handle, path=str(path), timezone=timezone), spec, read)
 
 
 def read_file(path: Path, spec: Filter, timezone: str | None = None) -> StepRead:

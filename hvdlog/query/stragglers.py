@@ -32,6 +32,7 @@ tallies merge exactly (parallel readers, :mod:`hvdlog.query.step_read`).
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping
@@ -80,6 +81,7 @@ def decade(value: float) -> int:
     return power
 
 
+@functools.lru_cache(maxsize=65536)
 def sample_bin(value: float) -> float:
     """The ``samples_per_sec`` histogram bin of a positive finite value: cut to 3 significant
     digits (bins 0.1-1 % wide). It is what Elasticsearch's ``histogram`` with interval
@@ -204,11 +206,9 @@ class Tally:
 
     def add(self, job: str | None, epoch: int, rank: object, step: object, stamp: object, host: object, sps: object, size: object) -> None:
         """One event's few fields (what the fast file reader decodes)."""
-        size = _integer(size)
-        if size is not None and 0 < size <= MAX_JOB_SIZE and size > self.sizes.get((job, epoch), 0):
+        if type(size) is int and 0 < size <= MAX_JOB_SIZE and size > self.sizes.get((job, epoch), 0):
             self.sizes[(job, epoch)] = size
-        rank, step = _integer(rank), _integer(step)
-        if rank is None or step is None:
+        if type(rank) is not int or type(step) is not int:  # bool is not int here, as in _integer
             return
         track = self.tracks.get((job, epoch, rank))
         if track is None:
@@ -285,9 +285,10 @@ def _outliers(values: dict[int, float], tolerance: float, absolute: float = 0.0,
 def judge(rows: list[RankProgress], min_lag: int, tolerance: float, min_steps: int, min_seconds: float) -> None:
     """Flag the rows of one job's incarnation on step evidence, or say why step figures cannot decide."""
     enough = [row for row in rows if _enough(row, min_steps, min_seconds)]
+    reference = [r.last_step for r in (enough or rows) if r.last_step is not None]
     for row in rows:
-        if row.last_step is not None and enough:
-            row.lag_steps = statistics.median(r.last_step for r in enough if r.last_step is not None) - row.last_step
+        if row.last_step is not None and reference:
+            row.lag_steps = statistics.median(reference) - row.last_step
     if len(rows) < MIN_RANKS:
         note = f"{len(rows)} rank{'s' if len(rows) != 1 else ''}: without timeline evidence (who the others waited for) step figures cannot tell the slow rank"
     elif len(enough) < MIN_RANKS:

@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 #: Job ids, unique per test process: other tests may write to the same Elasticsearch data streams.
 _RUN_ID = uuid.uuid4().hex[:6]
 FAULTS, STRAGGLER = f"faults-{_RUN_ID}", f"straggler-{_RUN_ID}"
-#: The straggler job's size and steps (rank 1 sleeps 0.15 s per step: >= 3 s of data).
+#: The straggler job's size and steps (rank 1 sleeps 0.5 s per step: >= 10 s of data, and
+#: 10x the others' compute, so the flag holds when CPU contention doubles one rank's compute).
 STRAGGLER_RANKS, STRAGGLER_STEPS = 3, 20
 _CACHE: dict[str, Corpus] = {}
 _RUNNING: dict[str, tuple[Corpus, dict[str, subprocess.Popen[bytes]]]] = {}
@@ -69,7 +70,7 @@ def start() -> None:
                  str(result.logs), "--steps-per-epoch", "8", "--job", FAULTS, "--stall-after", "2",
                  "--hang-rank", "1", "--hang-at-step", "3", "--hang-seconds", "4", "--crash-rank", "1", "--crash-at-step", "6"],
         STRAGGLER: [sys.executable, str(REPO / "tests" / "support" / "straggler_job.py"), str(result.logs), STRAGGLER,
-                    "1", "0.15", str(STRAGGLER_STEPS)],
+                    "1", "0.5", str(STRAGGLER_STEPS)],
     }
     ranks = {FAULTS: 2, STRAGGLER: STRAGGLER_RANKS}
     _RUNNING["corpus"] = (result, {name: _horovodrun(args, root / f"{name}.console", env, ranks[name]) for name, args in jobs.items()})

@@ -28,8 +28,11 @@ def main() -> int:
             started = time.perf_counter()
             if hvd.rank() == slow_rank:
                 time.sleep(delay)
-            batch = torch.randn(64, 1000)
-            grad = batch.mean(dim=0)
+            # Real work (~30 ms of matmuls), so the fast ranks' own samples/s stays steady under CPU contention.
+            x = torch.randn(256, 256)
+            for _ in range(8):
+                x = torch.tanh(x @ x / 16)
+            grad = x.mean(dim=0).repeat(4)[:1000]
             computed = time.perf_counter() - started
             weights -= 0.01 * hvd.allreduce(grad, name="grad")
             log.info("train step", samples_per_sec=round(64 / computed, 1))
