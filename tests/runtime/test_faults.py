@@ -305,7 +305,7 @@ class TestCaptureProcess:
         body = """
         import glob
         children = [p for p in glob.glob('/proc/[0-9]*') if open(p + '/stat').read().split(') ')[1].split()[1] == str(os.getpid())]
-        tees = [p for p in children if b'_tee.py' in open(p + '/cmdline', 'rb').read()]
+        tees = [p for p in children if b'runtime/tee.py' in open(p + '/cmdline', 'rb').read()]
         rss = [int(line.split()[1]) for line in open(tees[0] + '/status') if line.startswith('VmRSS')][0]
         print('children', len(children), 'tees', len(tees), 'rss_kb', rss)
         print('cmd', open(tees[0] + '/cmdline', 'rb').read().split(b'\\0')[1:3])
