@@ -14,8 +14,10 @@ They are compiled on first use: the training side, which only *writes* paths, ne
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ROOT",
     "KINDS",
+    "MAX_JOB_ID",
     "RankFile",
     "is_log_file",
     "parse_path",
@@ -50,12 +53,27 @@ _LOG_SUFFIX: Final = re.compile(r"\.(?:jsonl|log|ndjson)(?:\.\d+)?$")
 
 
 _JOB_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Longest job directory name: well under NAME_MAX (255 bytes), room for ``.tmp`` siblings.
+MAX_JOB_ID: Final = 96
+_READABLE: Final = 80
 
 
 def safe_job_id(job: str) -> str:
-    """``job`` as one path component: unsafe runs become ``-``; never starting with ``-`` or
-    ``.`` (``python -c`` would give ``-c-...``, an option to every tool; ``..`` a parent)."""
-    return _JOB_UNSAFE.sub("-", job).lstrip("-.") or "job"
+    """``job`` as one path component, bounded and unique.
+
+    Unsafe ASCII runs become ``-``; never starting with ``-`` or ``.`` (``python -c`` would give
+    ``-c-...``, an option to every tool; ``..`` a parent). A name that had to lose characters
+    to fit ASCII (accents are kept as their base letter), that has nothing readable left, or
+    that is longer than :data:`MAX_JOB_ID`, gets a readable part plus ``-`` and a short hash of
+    the whole name, so two such jobs never share a directory (``训练`` -> ``job-1f0c...``).
+    """
+    ascii_form = unicodedata.normalize("NFKD", job).encode("ascii", "ignore").decode()
+    readable = _JOB_UNSAFE.sub("-", ascii_form).lstrip("-.")
+    lossy = ascii_form != unicodedata.normalize("NFKD", job) or not readable
+    if not lossy and len(readable) <= MAX_JOB_ID:
+        return readable
+    digest = hashlib.sha256(job.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{readable[:_READABLE].rstrip('-.') or 'job'}-{digest}"
 
 
 class RankFile(NamedTuple):
