@@ -31,6 +31,7 @@ __all__ = [
     "KINDS",
     "MAX_JOB_ID",
     "RankFile",
+    "is_compressed_log",
     "is_log_file",
     "parse_path",
     "path_rank",
@@ -134,11 +135,24 @@ def is_log_file(path: str | os.PathLike[str]) -> bool:
     return bool(_LOG_SUFFIX.search(text) or _pattern("HOROVOD_RANK_FILE_PATH").search(text))
 
 
+_COMPRESSED: Final = re.compile(r"\.(?:jsonl|log|ndjson)(?:[.-][0-9]+)?\.gz$")
+
+
+def is_compressed_log(path: str | os.PathLike[str]) -> bool:
+    """A log rotated and compressed (``rank-1.jsonl.3.gz``, ``rank.0/stdout.1.gz``): not read, but never skipped silently."""
+    text = _posix(path)
+    return text.endswith(".gz") and bool(_COMPRESSED.search(text) or is_log_file(text[:-3]))
+
+
+def _compressed(path: Path, warn: Callable[[str], None]) -> None:
+    warn(f"{path}: a compressed rotation, not read (decompress it, e.g. with gunzip -k, to search it)")
+
+
 def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -> Iterator[Path]:
     """Files named directly, then the log files under each named directory, in name order.
 
-    A missing path or an unreadable directory is reported through ``warn`` (one sentence)
-    and skipped; the caller decides whether that makes its exit code 2.
+    A missing path, an unreadable directory or a gzip-compressed rotation is reported through
+    ``warn`` (one sentence naming the file) and skipped; the caller decides whether that makes its exit code 2.
     """
     for raw in paths:
         path = Path(raw)
@@ -152,9 +166,13 @@ def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -
                 subdirs.sort()
                 for name in files:
                     candidate = Path(directory, name)
-                    if is_log_file(candidate) and candidate.is_file():
+                    if is_compressed_log(candidate):
+                        _compressed(candidate, warn)
+                    elif is_log_file(candidate) and candidate.is_file():
                         found.append(candidate)
             yield from sorted(found)
+        elif is_compressed_log(path) and path.is_file():
+            _compressed(path, warn)
         elif path.exists():
             yield path
         else:

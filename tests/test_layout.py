@@ -64,3 +64,20 @@ def test_a_long_job_name_still_gets_its_files(tmp_path: Path) -> None:
     code = "import hvdlog; c = hvdlog.configure(root=%r, job=%r, stall_after=None, capture_native=False); hvdlog.get_logger().info('hi'); print(c.path)"
     out = subprocess.run([sys.executable, "-c", code % (str(tmp_path), "j" * 400)], capture_output=True, text=True, check=True, timeout=120)
     assert b'"message":"hi"' in Path(out.stdout.strip()).read_bytes()
+
+
+def test_gzip_rotations_are_named_not_skipped_silently(tmp_path: Path) -> None:
+    """A rotation compressed with gzip is not read, and the walk says so naming the file (issue #23)."""
+    import gzip
+
+    job = tmp_path / "job" / "vm"
+    job.mkdir(parents=True)
+    (job / "rank-0.jsonl").write_text('{"message": "x"}\n')
+    with gzip.open(job / "rank-0.jsonl.1.gz", "wt") as handle:
+        handle.write('{"message": "old"}\n')
+    (job / "notes.txt.gz").write_bytes(b"")
+    warned: list[str] = []
+    assert list(layout.walk([tmp_path], warned.append)) == [job / "rank-0.jsonl"]
+    assert warned == [f"{job / 'rank-0.jsonl.1.gz'}: a compressed rotation, not read (decompress it, e.g. with gunzip -k, to search it)"]
+    warned.clear()
+    assert list(layout.walk([job / "rank-0.jsonl.1.gz"], warned.append)) == [] and len(warned) == 1
