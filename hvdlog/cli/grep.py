@@ -5,16 +5,18 @@ from __future__ import annotations
 import heapq
 import queue
 import threading
+import time
 from dataclasses import replace
 
 import click
 
-from hvdlog.cli.options import Run, source_options, warn
+from hvdlog.cli.options import Run, Seconds, source_options, warn
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.cli.text import sentence
 from hvdlog.documents import Document, sort_key
 from hvdlog.fields import LEVELS
 from hvdlog.query.echoes import drop_echoes
+from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.source import Source, SourceError
 from hvdlog.query.spec import Filter, FilterError
 
@@ -35,9 +37,9 @@ __all__ = ["grep"]
 @click.option("--step", metavar="A:B", help="Only events with a step in A..B (A: and :B leave an end open).")
 @click.option("-n", "--lines", "last", type=click.IntRange(min=1), help="Only the last N matching events.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new matching events (polls every --interval).")
-@click.option("--interval", default=1.0, show_default=True, type=float, help="Seconds between polls with --follow.")
+@click.option("--interval", default=1.0, show_default=True, type=Seconds(), help="Seconds between polls with --follow.")
 @click.option("--no-dedupe", is_flag=True, help="Print every event, even identical ones from several ranks.")
-@click.option("--window", default=2.0, show_default=True, type=float, help="Seconds within which identical messages collapse.")
+@click.option("--window", default=2.0, show_default=True, type=Seconds(zero=True), help="Seconds within which identical messages collapse.")
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR).")
 @source_options
 def grep(
@@ -112,25 +114,52 @@ class _Ended:
         self.label, self.message, self.error = label, message, error
 
 
+class _Backoff:
+    """Delays between retries of a failing poll: doubling from ``interval`` (at least 1 s) up to
+    :data:`_MAX_BACKOFF`, back to the start after a follow that ran a minute before failing."""
+
+    def __init__(self, interval: float) -> None:
+        self.first = max(1.0, interval)
+        self.delay = 0.0
+
+    def next(self, lasted: float) -> float:
+        self.delay = self.first if lasted > 60 or not self.delay else min(self.delay * 2, _MAX_BACKOFF)
+        return self.delay
+
+
+_MAX_BACKOFF = 30.0
+
+
 def _follow(run: Run, spec: Filter, interval: float, printer: Printer) -> None:
     """Poll every source in its own thread and print what they find; Ctrl-C ends it with the usual exit code.
 
-    Events print as they arrive (sources are not merged by time while following). A thread
-    that fails hands its error to this loop: a source's failure is warned about and recorded
+    Events print as they arrive (sources are not merged by time while following). An
+    Elasticsearch poll that fails is retried with backoff (1, 2, 4 ... 30 s), each retry said on
+    stderr. A thread that fails otherwise hands its error to this loop: a source's failure is warned about and recorded
     (exit 2 at the end), an unexpected exception is raised here; when no follower is left,
     following stops instead of waiting forever.
     """
     found: queue.Queue[Document | _Ended] = queue.Queue()
 
     def pump(source: Source) -> None:
-        try:
-            for doc in source.follow(spec, interval):
-                found.put(doc)
-            found.put(_Ended(source.label))
-        except SourceError as exc:
-            found.put(_Ended(source.label, message=str(exc)))
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
-            found.put(_Ended(source.label, error=exc))
+        retries = _Backoff(interval) if isinstance(source, ElasticsearchSource) else None
+        while True:
+            started = time.monotonic()
+            try:
+                for doc in source.follow(spec, interval):
+                    found.put(doc)
+                found.put(_Ended(source.label))
+            except SourceError as exc:
+                if retries is not None:  # Elasticsearch restarting, a network blip: wait, say so, poll again
+                    delay = retries.next(time.monotonic() - started)
+                    reason = sentence(str(exc)).rstrip(".")
+                    warn(f"{source.label}: {reason}; retrying in {delay:g} s (events indexed meanwhile with older times are not shown: grep again without -f)")
+                    time.sleep(delay)
+                    continue
+                found.put(_Ended(source.label, message=str(exc)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+                found.put(_Ended(source.label, error=exc))
+            return
 
     for source in run.sources:
         threading.Thread(target=pump, args=(source,), daemon=True, name=f"follow {source.label}").start()
