@@ -148,7 +148,7 @@ class TestSplicedLine:
             {"step": 4, "note": "n"},  # overrides the bound step
             {"token": secret, "nested": {"url": f"https://h/?t={secret}"}},
             {"blob": base64.b64encode(f"user:{secret}".encode()).decode()},
-            {secret: 1},  # a secret as a key: keys are never redacted
+            {secret: 1},  # a secret as a key: redacted like a value
         ]
         messages = ["hello", f"uses {secret}", "caf\u00e9 \"q\"", "m" * 300 + secret, 42, "a\udc80"]
         for redactor in (None, Redactor([secret])):
