@@ -64,30 +64,55 @@ def forwarder(port: int, target: tuple[str, int]) -> Iterator[None]:
         server.close()
 
 
-def test_follow_retries_through_an_outage(es_url: str) -> None:
-    from elasticsearch import Elasticsearch
-
-    host, _, port = es_url.split("//", 1)[1].rstrip("/").partition(":")
-    proxy = free_port()
+def start_following(port: int) -> tuple[subprocess.Popen[str], queue.Queue[str], queue.Queue[str]]:
+    """``grep -f --es`` on 127.0.0.1:port, with its stdout and stderr lines in queues."""
     command = [sys.executable, "-m", "hvdlog", "grep", "-f", "--interval", "0.2", "--timeout", "2", "--json",
-               "after the outage", "--es", f"http://127.0.0.1:{proxy}", "--index", INDEX]
+               "after the outage", "--es", f"http://127.0.0.1:{port}", "--index", INDEX]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     errors: queue.Queue[str] = queue.Queue()
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [errors.put(line) for line in process.stderr], daemon=True).start()  # type: ignore[union-attr]
     threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()  # type: ignore[union-attr]
+    return process, lines, errors
+
+
+def wait_for_retries(process: subprocess.Popen[str], errors: queue.Queue[str]) -> list[str]:
+    """stderr until grep said it retries after 1 s and after 2 s (or 60 s passed)."""
+    said: list[str] = []
+    deadline = time.monotonic() + 60
+    while not any("retrying in 2 s" in line for line in said) and time.monotonic() < deadline:
+        with contextlib.suppress(queue.Empty):
+            said.append(errors.get(timeout=1))
+    assert any("retrying in 1 s" in line for line in said) and any("retrying in 2 s" in line for line in said), said
+    assert process.poll() is None, said  # still following
+    return said
+
+
+def test_follow_keeps_retrying_while_unreachable() -> None:
+    """Connection refused on every poll: grep says so with growing delays and keeps following."""
+    process, _, errors = start_following(free_port())
     try:
-        said: list[str] = []
-        deadline = time.monotonic() + 60
-        while not any("retrying in 2 s" in line for line in said) and time.monotonic() < deadline:
-            with contextlib.suppress(queue.Empty):
-                said.append(errors.get(timeout=1))
-        assert any("retrying in 1 s" in line for line in said) and any("retrying in 2 s" in line for line in said), said
-        assert process.poll() is None, said  # still following
+        said = wait_for_retries(process, errors)
+        assert all(line.startswith("hvdlog: warning:") or "retrying" not in line for line in said), said
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_follow_prints_events_after_the_outage(es_url: str) -> None:
+    """The same, then Elasticsearch is reachable again: an event indexed then is printed."""
+    from elasticsearch import Elasticsearch
+
+    host, _, port = es_url.split("//", 1)[1].rstrip("/").partition(":")
+    proxy = free_port()
+    process, lines, errors = start_following(proxy)
+    try:
+        wait_for_retries(process, errors)
         with forwarder(proxy, (host, int(port))):
             now = datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
             with Elasticsearch(es_url) as es:
-                es.index(index=INDEX, document={"@timestamp": now, "message": "after the outage", "rank": 3, "log": {"level": "info"}}, refresh=True)
+                document = {"@timestamp": now, "message": "after the outage", "rank": 3, "log": {"level": "info"}}
+                es.index(index=INDEX, document=document, refresh=True)
             line = lines.get(timeout=90)
             assert '"after the outage"' in line and '"rank":3' in line.replace(" ", ""), line
     finally:
