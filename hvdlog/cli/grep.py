@@ -59,7 +59,8 @@ def grep(
 
     The first argument is PATTERN unless it is the only one (then it is the PATH) or it is
     written as an existing path with a '/' (runs/job1, ./NCCL); -e PATTERN is never ambiguous.
-    PATTERN is case-sensitive unless -i; with -E it is a regular expression (RE2, linear time, with google-re2; else Python's, nested repetitions refused). Events
+    PATTERN is case-sensitive unless -i; with -E it is a regular expression (RE2, linear time,
+    with google-re2; else Python's, nested repetitions refused). Events
     are sorted by time, then rank. Identical messages from several ranks within --window
     seconds print once, naming the ranks. An uncaught exception hvdlog recorded prints once
     (its event; the captured native traceback that repeats it is left out). Exit 0 when
