@@ -112,3 +112,39 @@ def test_stall_event_names_the_stuck_capture(tmp_path: Path) -> None:
     stalls = [e for e in json_events(root) if e.get("event.action") == "stall"]
     assert stalls, result.stderr[-1000:]
     assert any(e.get("event.reason") == "capture_stuck" and "capture process" in e["message"] for e in stalls), [e["message"] for e in stalls]
+
+
+def test_print_in_a_signal_handler_while_the_rank_prints(tmp_path: Path) -> None:
+    """A handler that prints, run while the main thread is inside a print blocked on the capture
+    pipe (capture stopped) and while it prints freely: the rank never dies of ``RuntimeError:
+    reentrant call`` (issue #23 reported it; not reproduced on this Python, held here)."""
+    body = """
+    import threading
+    seen = []
+    def handler(signum, frame):
+        seen.append(signum)
+        print("in handler", len(seen), "y" * 3000)
+    signal.signal(signal.SIGUSR1, handler)
+    tee, main = config.capture.process.pid, threading.main_thread().ident
+    def shoot():
+        for round in range(4):
+            os.kill(tee, signal.SIGSTOP)
+            for _ in range(10):
+                time.sleep(0.02)
+                signal.pthread_kill(main, signal.SIGUSR1)
+            os.kill(tee, signal.SIGCONT)
+            for _ in range(20):
+                time.sleep(0.003)
+                signal.pthread_kill(main, signal.SIGUSR1)
+    shooter = threading.Thread(target=shoot)
+    shooter.start()
+    while shooter.is_alive():
+        print("main", "x" * 5000)
+    shooter.join()
+    hvdlog.shutdown()
+    os.write(2, b"handled %d\\n" % len(seen))
+    """
+    result = run(tmp_path / "logs", body)
+    assert result.returncode == 0 and b"reentrant" not in result.stderr, result.stderr[-2000:]
+    handled = int(result.stderr.split(b"handled ")[1].split()[0])
+    assert 60 <= handled <= 120, handled  # two signals pending at once are delivered once
