@@ -110,7 +110,7 @@ def test_follow_prints_events_after_the_outage(es_url: str) -> None:
         wait_for_retries(process, errors)
         with forwarder(proxy, (host, int(port))):
             now = datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
-            with Elasticsearch(es_url) as es:
+            with Elasticsearch(es_url, request_timeout=120) as es:  # a new index on a loaded machine
                 document = {"@timestamp": now, "message": "after the outage", "rank": 3, "log": {"level": "info"}}
                 es.index(index=INDEX, document=document, refresh=True)
             line = lines.get(timeout=90)
@@ -118,5 +118,5 @@ def test_follow_prints_events_after_the_outage(es_url: str) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
-        with Elasticsearch(es_url) as es:
+        with Elasticsearch(es_url, request_timeout=120) as es:
             es.options(ignore_status=404).indices.delete(index=INDEX)
