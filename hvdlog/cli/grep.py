@@ -6,9 +6,12 @@ import heapq
 import queue
 import threading
 import time
+from collections import deque
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 import click
+import orjson
 
 from hvdlog.cli.options import Run, Seconds, source_options, warn
 from hvdlog.cli.output import Group, Printer, dedupe
@@ -115,6 +118,26 @@ class _Ended:
         self.label, self.message, self.error = label, message, error
 
 
+class _Shown:
+    """The documents a follower printed lately, so the catch-up search after a retry prints
+    each one once."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.order: deque[bytes] = deque()
+        self.keys: set[bytes] = set()
+        self.size = size
+
+    def put(self, doc: Document, out: queue.Queue[Document | _Ended]) -> None:
+        key = orjson.dumps(doc, default=str, option=orjson.OPT_SORT_KEYS)
+        if key in self.keys:
+            return
+        self.keys.add(key)
+        self.order.append(key)
+        if len(self.order) > self.size:
+            self.keys.discard(self.order.popleft())
+        out.put(doc)
+
+
 class _Backoff:
     """Delays between retries of a failing poll: doubling from ``interval`` (at least 1 s) up to
     :data:`_MAX_BACKOFF`, back to the start after a follow that ran a minute before failing."""
@@ -136,7 +159,8 @@ def _follow(run: Run, spec: Filter, interval: float, printer: Printer) -> None:
 
     Events print as they arrive (sources are not merged by time while following). An
     Elasticsearch poll that fails is retried with backoff (1, 2, 4 ... 30 s), each retry said on
-    stderr. A thread that fails otherwise hands its error to this loop: a source's failure is warned about and recorded
+    stderr; once it answers again, what was indexed since the failure is searched and printed
+    first (each event once), then following goes on. A thread that fails otherwise hands its error to this loop: a source's failure is warned about and recorded
     (exit 2 at the end), an unexpected exception is raised here; when no follower is left,
     following stops instead of waiting forever.
     """
@@ -144,17 +168,25 @@ def _follow(run: Run, spec: Filter, interval: float, printer: Printer) -> None:
 
     def pump(source: Source) -> None:
         retries = _Backoff(interval) if isinstance(source, ElasticsearchSource) else None
+        shown = _Shown()
+        resume: datetime | None = None  # after a failed poll: what was indexed since is searched first
         while True:
             started = time.monotonic()
             try:
+                if resume is not None:
+                    since = max(resume, spec.since) if spec.since is not None else resume
+                    for doc in source.search(replace(spec, since=since)):
+                        shown.put(doc, found)
+                    resume = None
                 for doc in source.follow(spec, interval):
-                    found.put(doc)
+                    shown.put(doc, found)
                 found.put(_Ended(source.label))
             except SourceError as exc:
                 if retries is not None:  # Elasticsearch restarting, a network blip: wait, say so, poll again
+                    if resume is None:
+                        resume = datetime.now(timezone.utc) - timedelta(seconds=interval + 1)
                     delay = retries.next(time.monotonic() - started)
-                    reason = sentence(str(exc)).rstrip(".")
-                    warn(f"{source.label}: {reason}; retrying in {delay:g} s (events indexed meanwhile with older times are not shown: grep again without -f)")
+                    warn(f"{source.label}: {sentence(str(exc)).rstrip('.')}; retrying in {delay:g} s")
                     time.sleep(delay)
                     continue
                 found.put(_Ended(source.label, message=str(exc)))
