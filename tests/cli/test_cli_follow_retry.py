@@ -66,7 +66,7 @@ def forwarder(port: int, target: tuple[str, int]) -> Iterator[None]:
 
 def start_following(port: int) -> tuple[subprocess.Popen[str], queue.Queue[str], queue.Queue[str]]:
     """``grep -f --es`` on 127.0.0.1:port, with its stdout and stderr lines in queues."""
-    command = [sys.executable, "-m", "hvdlog", "grep", "-f", "--interval", "0.2", "--timeout", "2", "--json",
+    command = [sys.executable, "-m", "hvdlog", "grep", "-f", "--interval", "0.2", "--timeout", "30", "--json",
                "after the outage", "--es", f"http://127.0.0.1:{port}", "--index", INDEX]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     errors: queue.Queue[str] = queue.Queue()
@@ -104,6 +104,8 @@ def test_follow_prints_events_after_the_outage(es_url: str) -> None:
     from elasticsearch import Elasticsearch
 
     host, _, port = es_url.split("//", 1)[1].rstrip("/").partition(":")
+    with Elasticsearch(es_url, request_timeout=120) as es:  # made now: indexing later is quick, so the event's time is "now"
+        es.options(ignore_status=400).indices.create(index=INDEX, mappings={"properties": {"@timestamp": {"type": "date"}}})
     proxy = free_port()
     process, lines, errors = start_following(proxy)
     try:
@@ -113,7 +115,10 @@ def test_follow_prints_events_after_the_outage(es_url: str) -> None:
             with Elasticsearch(es_url, request_timeout=120) as es:  # a new index on a loaded machine
                 document = {"@timestamp": now, "message": "after the outage", "rank": 3, "log": {"level": "info"}}
                 es.index(index=INDEX, document=document, refresh=True)
-            line = lines.get(timeout=90)
+            try:
+                line = lines.get(timeout=90)
+            except queue.Empty:
+                raise AssertionError(f"nothing printed; stderr: {list(errors.queue)[-5:]}") from None
             assert '"after the outage"' in line and '"rank":3' in line.replace(" ", ""), line
     finally:
         process.terminate()
