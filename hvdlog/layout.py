@@ -15,8 +15,10 @@ They are compiled on first use: the training side, which only *writes* paths, ne
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ROOT",
     "KINDS",
+    "MAX_JOB_ID",
     "RankFile",
+    "is_compressed_log",
     "is_log_file",
     "parse_path",
     "path_rank",
@@ -52,12 +56,27 @@ _LOG_SUFFIX: Final = re.compile(r"\.(?:jsonl|log|ndjson)(?:\.\d+)?$")
 
 
 _JOB_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Longest job directory name: well under NAME_MAX (255 bytes), room for ``.tmp`` siblings.
+MAX_JOB_ID: Final = 96
+_READABLE: Final = 80
 
 
 def safe_job_id(job: str) -> str:
-    """``job`` as one path component: unsafe runs become ``-``; never starting with ``-`` or
-    ``.`` (``python -c`` would give ``-c-...``, an option to every tool; ``..`` a parent)."""
-    return _JOB_UNSAFE.sub("-", job).lstrip("-.") or "job"
+    """``job`` as one path component, bounded and unique.
+
+    Unsafe ASCII runs become ``-``; never starting with ``-`` or ``.`` (``python -c`` would give
+    ``-c-...``, an option to every tool; ``..`` a parent). A name that had to lose characters
+    to fit ASCII (accents are kept as their base letter), that has nothing readable left, or
+    that is longer than :data:`MAX_JOB_ID`, gets a readable part plus ``-`` and a short hash of
+    the whole name, so two such jobs never share a directory (``训练`` -> ``job-1f0c...``).
+    """
+    ascii_form = unicodedata.normalize("NFKD", job).encode("ascii", "ignore").decode()
+    readable = _JOB_UNSAFE.sub("-", ascii_form).lstrip("-.")
+    lossy = ascii_form != unicodedata.normalize("NFKD", job) or not readable
+    if not lossy and len(readable) <= MAX_JOB_ID:
+        return readable
+    digest = hashlib.sha256(job.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{readable[:_READABLE].rstrip('-.') or 'job'}-{digest}"
 
 
 class RankFile(NamedTuple):
@@ -126,11 +145,24 @@ def is_log_file(path: str | os.PathLike[str]) -> bool:
     return bool(_LOG_SUFFIX.search(text) or _pattern("HOROVOD_RANK_FILE_PATH").search(text))
 
 
+_COMPRESSED: Final = re.compile(r"\.(?:jsonl|log|ndjson)(?:[.-][0-9]+)?\.gz$")
+
+
+def is_compressed_log(path: str | os.PathLike[str]) -> bool:
+    """A log rotated and compressed (``rank-1.jsonl.3.gz``, ``rank.0/stdout.1.gz``): not read, but never skipped silently."""
+    text = _posix(path)
+    return text.endswith(".gz") and bool(_COMPRESSED.search(text) or is_log_file(text[:-3]))
+
+
+def _compressed(path: Path, warn: Callable[[str], None]) -> None:
+    warn(f"{path}: a compressed rotation, not read (decompress it, e.g. with gunzip -k, to search it)")
+
+
 def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -> Iterator[Path]:
     """Files named directly, then the log files under each named directory, in name order.
 
-    A missing path or an unreadable directory is reported through ``warn`` (one sentence)
-    and skipped; the caller decides whether that makes its exit code 2.
+    A missing path, an unreadable directory or a gzip-compressed rotation is reported through
+    ``warn`` (one sentence naming the file) and skipped; the caller decides whether that makes its exit code 2.
     """
     for raw in paths:
         path = Path(raw)
@@ -144,9 +176,13 @@ def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -
                 subdirs.sort()
                 for name in files:
                     candidate = Path(directory, name)
-                    if is_log_file(candidate) and candidate.is_file():
+                    if is_compressed_log(candidate):
+                        _compressed(candidate, warn)
+                    elif is_log_file(candidate) and candidate.is_file():
                         found.append(candidate)
             yield from sorted(found)
+        elif is_compressed_log(path) and path.is_file():
+            _compressed(path, warn)
         elif path.exists():
             yield path
         else:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from hvdlog import layout
@@ -36,3 +39,45 @@ class TestLayout:
         """Paths outside the layout give no job or host, from either definition."""
         assert layout.parse_path(path) is None
         assert get_field(path_fields(path), "job") is None
+
+
+def test_job_ids_are_bounded_and_unique() -> None:
+    """A long or non-ASCII job name keeps a readable part plus a short hash (issue #23): it fits
+    in one path component, and different names never share a directory."""
+    from hvdlog.layout import MAX_JOB_ID, safe_job_id
+
+    long_a, long_b = "exp-" + "a" * 300, "exp-" + "a" * 299 + "b"
+    names = [long_a, long_b, "训练", "测试", "café-run", "cafe-run", "ünïcode job", "plain-job_1.2"]
+    ids = [safe_job_id(name) for name in names]
+    assert len(set(ids)) == len(ids), ids
+    assert all(0 < len(job.encode()) <= MAX_JOB_ID + 11 and re.fullmatch(r"[A-Za-z0-9_.-]+", job) for job in ids), ids
+    assert ids[0].startswith("exp-aaaa") and ids[2].startswith("job-") and ids[4].startswith("cafe-run-")
+    assert ids[5] == "cafe-run" and ids[7] == "plain-job_1.2"  # safe names are left as they are
+    assert safe_job_id("训练") == safe_job_id("训练")  # every rank derives the same id
+
+
+def test_a_long_job_name_still_gets_its_files(tmp_path: Path) -> None:
+    """A job name beyond NAME_MAX used to mean no log files at all for the run."""
+    import subprocess
+    import sys
+
+    code = "import hvdlog; c = hvdlog.configure(root=%r, job=%r, stall_after=None, capture_native=False); hvdlog.get_logger().info('hi'); print(c.path)"
+    out = subprocess.run([sys.executable, "-c", code % (str(tmp_path), "j" * 400)], capture_output=True, text=True, check=True, timeout=120)
+    assert b'"message":"hi"' in Path(out.stdout.strip()).read_bytes()
+
+
+def test_gzip_rotations_are_named_not_skipped_silently(tmp_path: Path) -> None:
+    """A rotation compressed with gzip is not read, and the walk says so naming the file (issue #23)."""
+    import gzip
+
+    job = tmp_path / "job" / "vm"
+    job.mkdir(parents=True)
+    (job / "rank-0.jsonl").write_text('{"message": "x"}\n')
+    with gzip.open(job / "rank-0.jsonl.1.gz", "wt") as handle:
+        handle.write('{"message": "old"}\n')
+    (job / "notes.txt.gz").write_bytes(b"")
+    warned: list[str] = []
+    assert list(layout.walk([tmp_path], warned.append)) == [job / "rank-0.jsonl"]
+    assert warned == [f"{job / 'rank-0.jsonl.1.gz'}: a compressed rotation, not read (decompress it, e.g. with gunzip -k, to search it)"]
+    warned.clear()
+    assert list(layout.walk([job / "rank-0.jsonl.1.gz"], warned.append)) == [] and len(warned) == 1

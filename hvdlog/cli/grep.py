@@ -5,16 +5,21 @@ from __future__ import annotations
 import heapq
 import queue
 import threading
+import time
+from collections import deque
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 
 import click
+import orjson
 
-from hvdlog.cli.options import Run, source_options, warn
+from hvdlog.cli.options import Run, Seconds, source_options, warn
 from hvdlog.cli.output import Group, Printer, dedupe
 from hvdlog.cli.text import sentence
 from hvdlog.documents import Document, sort_key
 from hvdlog.fields import LEVELS, PARSE_FAILURE_TAG
 from hvdlog.query.echoes import drop_echoes
+from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.source import Source, SourceError
 from hvdlog.query.spec import Filter, FilterError
 
@@ -35,9 +40,9 @@ __all__ = ["grep"]
 @click.option("--step", metavar="A:B", help="Only events with a step in A..B (A: and :B leave an end open).")
 @click.option("-n", "--lines", "last", type=click.IntRange(min=1), help="Only the last N matching events.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new matching events (polls every --interval).")
-@click.option("--interval", default=1.0, show_default=True, type=float, help="Seconds between polls with --follow.")
+@click.option("--interval", default=1.0, show_default=True, type=Seconds(), help="Seconds between polls with --follow.")
 @click.option("--no-dedupe", is_flag=True, help="Print every event, even identical ones from several ranks.")
-@click.option("--window", default=2.0, show_default=True, type=float, help="Seconds within which identical messages collapse.")
+@click.option("--window", default=2.0, show_default=True, type=Seconds(zero=True), help="Seconds within which identical messages collapse.")
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR).")
 @click.option("--unparsed", is_flag=True, help="Only the lines that could not be parsed (torn or garbled; prints are parsed).")
 @source_options
@@ -59,7 +64,8 @@ def grep(
 
     The first argument is PATTERN unless it is the only one (then it is the PATH) or it is
     written as an existing path with a '/' (runs/job1, ./NCCL); -e PATTERN is never ambiguous.
-    PATTERN is case-sensitive unless -i; with -E it is a Python regular expression. Events
+    PATTERN is case-sensitive unless -i; with -E it is a regular expression (RE2, linear time,
+    with google-re2; else Python's, nested repetitions refused). Events
     are sorted by time, then rank. Identical messages from several ranks within --window
     seconds print once, naming the ranks. An uncaught exception hvdlog recorded prints once
     (its event; the captured native traceback that repeats it is left out). Exit 0 when
@@ -115,25 +121,81 @@ class _Ended:
         self.label, self.message, self.error = label, message, error
 
 
+class _Shown:
+    """The documents a follower printed lately, so the catch-up search after a retry prints
+    each one once."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.order: deque[bytes] = deque()
+        self.keys: set[bytes] = set()
+        self.size = size
+
+    def put(self, doc: Document, out: queue.Queue[Document | _Ended]) -> None:
+        key = orjson.dumps(doc, default=str, option=orjson.OPT_SORT_KEYS)
+        if key in self.keys:
+            return
+        self.keys.add(key)
+        self.order.append(key)
+        if len(self.order) > self.size:
+            self.keys.discard(self.order.popleft())
+        out.put(doc)
+
+
+class _Backoff:
+    """Delays between retries of a failing poll: doubling from ``interval`` (at least 1 s) up to
+    :data:`_MAX_BACKOFF`, back to the start after a follow that ran a minute before failing."""
+
+    def __init__(self, interval: float) -> None:
+        self.first = max(1.0, interval)
+        self.delay = 0.0
+
+    def next(self, lasted: float) -> float:
+        self.delay = self.first if lasted > 60 or not self.delay else min(self.delay * 2, _MAX_BACKOFF)
+        return self.delay
+
+
+_MAX_BACKOFF = 30.0
+
+
 def _follow(run: Run, spec: Filter, interval: float, printer: Printer) -> None:
     """Poll every source in its own thread and print what they find; Ctrl-C ends it with the usual exit code.
 
-    Events print as they arrive (sources are not merged by time while following). A thread
-    that fails hands its error to this loop: a source's failure is warned about and recorded
+    Events print as they arrive (sources are not merged by time while following). An
+    Elasticsearch poll that fails is retried with backoff (1, 2, 4 ... 30 s), each retry said on
+    stderr; once it answers again, what was indexed since the failure is searched and printed
+    first (each event once), then following goes on. A thread that fails otherwise hands its error to this loop: a source's failure is warned about and recorded
     (exit 2 at the end), an unexpected exception is raised here; when no follower is left,
     following stops instead of waiting forever.
     """
     found: queue.Queue[Document | _Ended] = queue.Queue()
 
     def pump(source: Source) -> None:
-        try:
-            for doc in source.follow(spec, interval):
-                found.put(doc)
-            found.put(_Ended(source.label))
-        except SourceError as exc:
-            found.put(_Ended(source.label, message=str(exc)))
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
-            found.put(_Ended(source.label, error=exc))
+        retries = _Backoff(interval) if isinstance(source, ElasticsearchSource) else None
+        shown = _Shown()
+        resume: datetime | None = None  # after a failed poll: what was indexed since is searched first
+        while True:
+            started = time.monotonic()
+            try:
+                if resume is not None:
+                    since = max(resume, spec.since) if spec.since is not None else resume
+                    for doc in source.search(replace(spec, since=since)):
+                        shown.put(doc, found)
+                    resume = None
+                for doc in source.follow(spec, interval):
+                    shown.put(doc, found)
+                found.put(_Ended(source.label))
+            except SourceError as exc:
+                if retries is not None:  # Elasticsearch restarting, a network blip: wait, say so, poll again
+                    if resume is None:
+                        resume = datetime.now(timezone.utc) - timedelta(seconds=interval + 1)
+                    delay = retries.next(time.monotonic() - started)
+                    warn(f"{source.label}: {sentence(str(exc)).rstrip('.')}; retrying in {delay:g} s")
+                    time.sleep(delay)
+                    continue
+                found.put(_Ended(source.label, message=str(exc)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+                found.put(_Ended(source.label, error=exc))
+            return
 
     for source in run.sources:
         threading.Thread(target=pump, args=(source,), daemon=True, name=f"follow {source.label}").start()

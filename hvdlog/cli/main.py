@@ -142,3 +142,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except (OSError, ValueError):
         pass
     sys.exit(code)
+
+
+if __name__ == "__main__":  # ``python -m hvdlog.cli.main`` is the CLI too (it did nothing and exited 0)
+    main()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import math
 import os
 import shlex
 import sys
@@ -31,10 +32,29 @@ from hvdlog.query.source import Source, SourceError, merged
 from hvdlog.query.spec import Condition, Filter, FilterError, parse_ranks, parse_steps, parse_time
 
 __all__ = [
-    "EXIT_ERROR", "EXIT_FOUND", "EXIT_NOTHING", "Run", "fail", "jobs_option", "source_options", "split_pattern", "time_zone", "warn",
+    "EXIT_ERROR", "EXIT_FOUND", "EXIT_NOTHING", "Run", "Seconds", "fail", "jobs_option", "source_options", "split_pattern", "time_zone", "warn",
 ]
 
 EXIT_FOUND, EXIT_NOTHING, EXIT_ERROR = 0, 1, 2
+
+
+class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic in the stubs only
+    """A finite number of seconds, positive (or zero when ``zero`` is allowed): ``--window nan``
+    or ``--interval -1`` exits 2 with one sentence instead of a Python exception later."""
+
+    name = "seconds"
+
+    def __init__(self, zero: bool = False) -> None:
+        self.zero = zero
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not self.zero):
+            self.fail(f"{value!r} is not a {'' if self.zero else 'positive '}finite number of seconds", param, ctx)
+        return seconds
 
 
 def fail(message: str) -> NoReturn:
@@ -213,7 +233,7 @@ def source_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help="CA bundle (PEM) for HTTPS to Elasticsearch (the stack's ca.crt).",
     )
     @click.option("--index", default=DEFAULT_INDEX, show_default=True, help="Index pattern on Elasticsearch.")
-    @click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds to wait for Elasticsearch.")
+    @click.option("--timeout", default=10.0, show_default=True, type=Seconds(), help="Seconds to wait for Elasticsearch.")
     @click.option(
         "--tz", default=None, metavar="ZONE", callback=time_zone,
         help="IANA zone of the nodes' clocks, for Horovod's zone-less times [default: this machine's zone].",

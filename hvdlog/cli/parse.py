@@ -10,10 +10,15 @@ bad option).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import click
 
 from hvdlog.cli.common import time_zone, warn
+
+if TYPE_CHECKING:
+    from hvdlog.documents import Document
 
 __all__ = ["parse"]
 
@@ -36,11 +41,7 @@ _BATCH = 64
 @click.option("-q", "--quiet", is_flag=True, help="Do not report the count of unparsed lines on stderr.")
 def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None, chatter: str, size: int | None, quiet: bool) -> None:
     """Parse our JSON files, native captures, console captures and --output-filename trees."""
-    import orjson
-
-    from hvdlog.fields import PARSE_FAILURE_TAG
-    from hvdlog.layout import walk
-    from hvdlog.parse import STDIN, parse_paths
+    from hvdlog.parse import parse_paths
     from hvdlog.parse.native import parse_chatter
 
     problems: list[str] = []
@@ -53,6 +54,26 @@ def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None
         chatter_setting = parse_chatter(chatter)
     except ValueError as error:
         raise click.BadParameter(str(error), param_hint="--chatter") from None
+    files = _inputs(paths, problem)
+    written = unparsed = 0
+    try:
+        written, unparsed = _write(parse_paths(files, timezone=timezone or old_timezone, chatter=chatter_setting, size=size))
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        problem(f"{error.filename or 'input'}: cannot read ({error.strerror}); stopped there")
+    if unparsed and not quiet:
+        from hvdlog.fields import PARSE_FAILURE_TAG
+
+        click.echo(f"hvdlog parse: {unparsed} of {written} lines matched no pattern (kept raw, tagged {PARSE_FAILURE_TAG})", err=True)
+    sys.exit(2 if problems else 0 if written else 1)
+
+
+def _inputs(paths: tuple[str, ...], problem: Callable[[str], None]) -> list[str]:
+    """``-`` and the files of :func:`hvdlog.layout.walk` (the one walker, shared with grep) that can be opened."""
+    from hvdlog.layout import walk
+    from hvdlog.parse import STDIN
+
     files: list[str] = []
     for path in paths or (STDIN,):
         if path == STDIN:
@@ -65,40 +86,41 @@ def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None
                 problem(f"{found}: cannot read ({error.strerror}); skipped")
                 continue
             files.append(str(found))
+    return files
+
+
+def _write(documents: Iterable[Document]) -> tuple[int, int]:
+    """NDJSON on stdout, :data:`_BATCH` documents per write; (documents written, unparsed lines).
+
+    orjson.dumps is inlined (json_line's fallbacks only when it refuses a document): one write
+    per document costs more. What was parsed before a read error is still written."""
+    import orjson
+
+    from hvdlog.fields import PARSE_FAILURE_TAG
+
+    out = sys.stdout.buffer
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
+    refused = (orjson.JSONEncodeError, TypeError)
+    batch: list[bytes] = []
+    append = batch.append
     written = unparsed = 0
     try:
-        documents = parse_paths(files, timezone=timezone or old_timezone, chatter=chatter_setting, size=size)
-        out = sys.stdout.buffer
-        # orjson.dumps inlined (json_line's fallbacks only when it refuses a document), and
-        # the lines written _BATCH at a time: one write per document costs more
-        dumps = orjson.dumps
-        newline = orjson.OPT_APPEND_NEWLINE
-        refused = (orjson.JSONEncodeError, TypeError)
-        batch: list[bytes] = []
-        append = batch.append
-        try:
-            for doc in documents:
-                try:
-                    append(dumps(doc, str, newline))  # positional: cheaper to call
-                except refused:
-                    from hvdlog.cli.output import json_line
+        for doc in documents:
+            try:
+                append(dumps(doc, str, newline))  # positional: cheaper to call
+            except refused:
+                from hvdlog.cli.output import json_line
 
-                    append(json_line(doc))
-                written += 1
-                tags = doc.get("tags")
-                if tags is not None and isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
-                    unparsed += 1
-                if len(batch) >= _BATCH:
-                    out.write(b"".join(batch))
-                    batch.clear()
-        finally:  # what was parsed before a read error is still written
-            if batch:
+                append(json_line(doc))
+            written += 1
+            tags = doc.get("tags")
+            if tags is not None and isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
+                unparsed += 1
+            if len(batch) >= _BATCH:
                 out.write(b"".join(batch))
-        out.flush()
-    except BrokenPipeError:
-        raise
-    except OSError as error:
-        problem(f"{error.filename or 'input'}: cannot read ({error.strerror}); stopped there")
-    if unparsed and not quiet:
-        click.echo(f"hvdlog parse: {unparsed} of {written} lines matched no pattern (kept raw, tagged {PARSE_FAILURE_TAG})", err=True)
-    sys.exit(2 if problems else 0 if written else 1)
+                batch.clear()
+    finally:
+        if batch:
+            out.write(b"".join(batch))
+    out.flush()
+    return written, unparsed

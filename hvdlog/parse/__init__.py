@@ -22,7 +22,7 @@ import orjson
 
 from hvdlog.documents import Document
 from hvdlog.fields import PARSE_FAILURE_TAG
-from hvdlog.parse.jsonl import APP_DATASET, TooDeepError, decode_event, event_builder, event_builders, nest
+from hvdlog.parse.jsonl import APP_DATASET, TooDeepError, decode_event, event_builder, event_builders, loads_replacing, nest
 
 if TYPE_CHECKING:
     from hvdlog.parse.launcher import PrefixMemory
@@ -159,7 +159,7 @@ def _events(lines: Iterable[bytes | str], path: str) -> Iterator[Document]:
         try:
             flat = loads(raw)
         except decode_error:
-            flat = None
+            flat = loads_replacing(raw)  # one invalid UTF-8 byte: replaced, the event keeps its level
         if type(flat) is dict:
             keys = tuple(flat)
             build = builders.get(keys) or event_builder(keys, with_path=True)

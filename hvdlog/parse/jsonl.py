@@ -15,7 +15,7 @@ import orjson
 from hvdlog.documents import Document, expand, set_field
 from hvdlog.fields import EXTRA
 
-__all__ = ["APP_DATASET", "TooDeepError", "decode_event", "event_builder", "event_builders", "nest", "to_document"]
+__all__ = ["APP_DATASET", "TooDeepError", "decode_event", "event_builder", "event_builders", "loads_replacing", "nest", "to_document"]
 
 #: Dataset of our JSON events when a line does not say.
 APP_DATASET: Final = "horovod.app"
@@ -144,10 +144,31 @@ def to_document(flat: Mapping[str, Any], path: str | None = None) -> Document:
     return builder(flat, path)
 
 
+def loads_replacing(raw: bytes | str) -> Any:
+    """A line orjson refused, decoded again with each invalid UTF-8 byte replaced (U+FFFD):
+    one bad byte in a message must not turn an error event into a raw info line. None when
+    that does not help (the line is not JSON)."""
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+    else:
+        return None  # valid UTF-8: the JSON itself is broken
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+
+
 def decode_event(line: str | bytes, path: str | None = None) -> Document | None:
     """The document of one JSON event line, or None when the line is not a JSON object."""
     try:
-        flat = orjson.loads(line)
+        try:
+            flat = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            flat = loads_replacing(line)
         return to_document(flat, path) if type(flat) is dict else None
-    except (orjson.JSONDecodeError, TooDeepError):
+    except TooDeepError:
         return None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import re
 import time
 from collections import deque
@@ -30,6 +29,7 @@ from hvdlog.documents import Document, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import path_rank, walk
 from hvdlog.parse import parse_lines
+from hvdlog.query.follow import Follower
 from hvdlog.query.scan import blocks, candidate_lines, finders, needles
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter
@@ -167,36 +167,32 @@ class FileSource:
     def follow(self, spec: Filter, interval: float = 1.0, *, from_start: bool = False, wait: bool = False) -> Iterator[Document]:
         """Lines appended from now on (new files included), parsed and filtered, batch by batch.
 
-        ``from_start`` reads what the files already hold first; ``wait`` lets the files appear
-        later (``hvdlog watch`` started before the job) instead of failing when there are none yet.
+        Files are followed by identity, across rotation, copy-truncate and delete: every
+        whole line once (:mod:`hvdlog.query.follow`). ``from_start`` reads what the files
+        already hold first; ``wait`` lets the files appear later (``hvdlog watch`` started
+        before the job) instead of failing when there are none yet.
         """
-        existing = discover(self.paths, lambda _message: None) if wait else self._files(spec)
-        offsets: dict[Path, int] = {} if from_start else {path: _size(path) for path in existing}
-        warned: set[Path] = set()
-        while True:
-            time.sleep(interval)
-            batch: list[Document] = []
+
+        def files() -> Iterator[Path]:
             for path in discover(self.paths, lambda _message: None):
-                if spec.ranks is not None and (rank := path_rank(path)) is not None and rank not in spec.ranks:
-                    continue
-                start = offsets.get(path, 0)
-                try:
-                    with open(path, "rb") as handle:
-                        if os.fstat(handle.fileno()).st_size < start:  # truncated or replaced: read it anew
-                            start = 0
-                        handle.seek(start)
-                        chunk = handle.read()
-                except OSError as exc:
-                    if path not in warned:
-                        warned.add(path)
-                        self.warn(f"{path}: cannot read ({exc.strerror}); skipped")
-                    continue
-                complete = chunk[: chunk.rfind(b"\n") + 1]
-                offsets[path] = start + len(complete)
-                if complete:
-                    lines = complete.splitlines()
+                if spec.ranks is None or (rank := path_rank(path)) is None or rank in spec.ranks:
+                    yield path
+
+        if not wait:
+            self._files(spec)  # no file at all is an error now, not a silent wait
+        named = [Path(f"{path}.1") for path in self.paths if not Path(path).is_dir()]
+        follower = Follower(files, self.warn, lambda: named)
+        if not from_start:
+            follower.start()
+        try:
+            while True:
+                time.sleep(interval)
+                batch: list[Document] = []
+                for path, lines in follower.poll():
                     batch.extend(d for d in parse_lines(lines, path=str(path), timezone=self.timezone) if spec.matches(d))
-            yield from sorted(batch, key=sort_key)
+                yield from sorted(batch, key=sort_key)
+        finally:
+            follower.close()
 
 
 @contextlib.contextmanager
@@ -211,9 +207,3 @@ def _no_cycle_collection() -> Iterator[None]:
         if enabled:
             gc.enable()
 
-
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0

@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from hvdlog.documents import floor_millis, get_field, timestamp_millis
 from hvdlog.fields import LEVELS, level_at_least
+from hvdlog.query.regex import PatternError, compile_search
 
 __all__ = [
     "MAX_JOB_SIZE",
@@ -210,17 +211,19 @@ class Filter:
     any_of: tuple[Condition, ...] = ()
     #: only documents carrying every one of these tags (``grep --unparsed``: the parse-failure tag)
     tags: tuple[str, ...] = ()
-    _compiled: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    _compiled: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.min_level is not None and self.min_level not in LEVELS:
             raise FilterError(f"bad level {self.min_level!r}: use one of {', '.join(LEVELS)}")
         if self.pattern is not None:
-            source = self.pattern if self.regex else re.escape(self.pattern)
-            try:
-                compiled = re.compile(source, re.IGNORECASE if self.ignore_case else 0)
-            except re.error as exc:
-                raise FilterError(f"bad regular expression {self.pattern!r}: {exc}") from None
+            if self.regex:
+                try:
+                    compiled: Any = compile_search(self.pattern, self.ignore_case)  # linear time, or refused (hvdlog.query.regex)
+                except PatternError as exc:
+                    raise FilterError(str(exc)) from None
+            else:
+                compiled = re.compile(re.escape(self.pattern), re.IGNORECASE if self.ignore_case else 0)
             object.__setattr__(self, "_compiled", compiled)
 
     @property

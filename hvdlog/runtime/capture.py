@@ -14,7 +14,9 @@ Capture must never break the rank's output:
   same pipes, which reads what queued up meanwhile; after too many deaths it points
   fds 1 and 2 back at the console and gives up capturing;
 - the tee reports lines it could not write to its files; the monitor logs them as a
-  ``log_dropped`` event through the rank's own writer.
+  ``log_dropped`` event through the rank's own writer;
+- a guard thread (:mod:`hvdlog.runtime.capture_guard`) drains the pipes to the console while
+  the tee is stopped or wedged, so a write never waits for it for long (counted, reported once).
 
 ``stop()`` restores the fds, asks the tee to write out what is already in the pipes and
 waits for its answer (well under a second) — it does not wait for children that still
@@ -36,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvdlog.runtime.capture_guard import CaptureGuard
+from hvdlog.runtime.secrets import Redactor, secret_values
 from hvdlog.types import Emit
 
 __all__ = ["TEE_SCRIPT", "NativeCapture"]
@@ -77,6 +81,7 @@ class NativeCapture:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _pending_drops: dict[str, tuple[int, str]] = field(default_factory=dict)
     _drops_lock: threading.Lock = field(default_factory=threading.Lock)
+    guard: CaptureGuard | None = None
 
     def start(self) -> None:
         """Start the tee and swap the file descriptors (idempotent). Raises OSError when the
@@ -102,6 +107,7 @@ class NativeCapture:
             os.dup2(write_end, fd)
             os.close(write_end)
         self._await_ready()
+        self._start_guard()
         with contextlib.suppress(RuntimeError):  # no thread to spare: capture still works, only without restarts and drop reports
             threading.Thread(target=self._monitor, args=(self.process, self._status), name="hvdlog-capture-monitor", daemon=True).start()
         # Python's own prints should reach the file line by line, not at exit.
@@ -110,6 +116,28 @@ class NativeCapture:
             if reconfigure is not None:
                 with contextlib.suppress(OSError, ValueError):
                     reconfigure(line_buffering=True)
+
+    def _start_guard(self) -> None:
+        """The thread that keeps a stuck tee from blocking the rank (none where /proc is missing)."""
+        guard = CaptureGuard(
+            dict(self._read_ends), dict(self.console_fds), self._tee_pid, self._report, self._guard_dropped,
+            redactor=Redactor(secret_values()) if self.redact else None,
+        )
+        self.guard = guard if guard.start() else None
+
+    def _tee_pid(self) -> int | None:
+        process = self.process
+        return process.pid if process is not None else None
+
+    def stuck(self) -> str | None:
+        """A sentence naming the capture process when it is stuck (for the stall watchdog), else None."""
+        guard = self.guard
+        return guard.describe() if guard is not None else None
+
+    def _stop_guard(self) -> None:
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            guard.stop()
 
     def _spawn(self) -> None:
         """Start a tee on the existing pipes, with fresh control and status pipes."""
@@ -187,11 +215,18 @@ class NativeCapture:
         elif words[:1] == ["ranked"]:
             self._ranked.set()
         elif words[:1] == ["dropped"] and len(words) >= 3 and words[2].isdigit():
-            stream, count, reason = words[1], int(words[2]), (words[3] if len(words) > 3 else "")
-            with self._drops_lock:
-                before, _ = self._pending_drops.get(stream, (0, reason))
-                self._pending_drops[stream] = (before + count, reason)
+            self._add_drops(words[1], int(words[2]), words[3] if len(words) > 3 else "")
         self._report_drops()
+
+    def _guard_dropped(self, stream: str, count: int, reason: str) -> None:
+        self._add_drops(stream, count, reason)
+        self._report_drops()
+
+    def _add_drops(self, stream: str, count: int, reason: str) -> None:
+        """Count lines of ``stream`` that missed the file; :meth:`_report_drops` logs them."""
+        with self._drops_lock:
+            before, _ = self._pending_drops.get(stream, (0, reason))
+            self._pending_drops[stream] = (before + count, reason)
 
     def _report_drops(self) -> None:
         """Log the capture's drop counts; a count that cannot be written yet (the JSON file is
@@ -227,6 +262,7 @@ class NativeCapture:
                 return self.process, self._status
         stopped = {"event.action": "capture_stopped", "event.reason": how}
         self._report("error", f"the capture process died ({how}); native output goes to the console only from now on", stopped)
+        self._stop_guard()
         self._release()
         return None, -1
 
@@ -276,7 +312,8 @@ class NativeCapture:
                 except OSError:
                     pass
                 else:
-                    self._flushed.wait(timeout)
+                    self._flushed.wait(0.1 if self.stuck() else timeout)
+            self._stop_guard()
             self._report_drops()
             for fd in [self._control, *self._read_ends.values(), *self.console_fds.values()]:
                 _close(fd)

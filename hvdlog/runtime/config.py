@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -55,6 +55,7 @@ class Configuration:
     watchdog: StallWatchdog | None = None
     timeline: TimelineCapture | None = None
     resources: ResourceSampler | None = None
+    local_rank: int | None = None
 
     def emit(self, level: str, message: str, fields: dict[str, Any]) -> None:
         """Log one event outside structlog (hooks, watchdog, capture): same renderer, same
@@ -142,7 +143,7 @@ def configure(
     timeline: bool | None = None,
     resources: float | None = None,
 ) -> Configuration:
-    """Set up rank-aware JSON logging for this process.
+    """Set up rank-aware JSON logging for this process: validate, open the files, start the optional parts.
 
     Args:
         root: directory for all jobs' logs (``HVDLOG_ROOT``, else ``./hvdlog-logs``).
@@ -165,104 +166,134 @@ def configure(
     """
     global _current  # one process, one logging configuration
     level = level.lower()
+    resources_every = _validate(level, stall_after, max_bytes, backups, resources)
+    shutdown()
+    config = _open(root, job, level, console, capture_native, (max_bytes, backups), redact)
+    # The optional parts, each one line: a part that cannot start is said once; training goes on without it.
+    if install_hooks:
+        config.hooks = _start_part(config, "hooks", lambda: _started(Hooks(config.emit, max(LEVEL_NUMBERS[level], logging.DEBUG)), "install"))
+    _patch_horovod_init()
+    track_distributed_optimizers()
+    if timeline_requested(timeline):
+        config.timeline = _start_part(config, "timeline capture", lambda: _timeline(config, max_bytes, backups))
+    if resources_every is not None:
+        config.resources = _start_part(config, "resources sampler", lambda: _started(ResourceSampler(config.emit, resources_every, config.local_rank)))
+    if stall_after is not None:
+        config.watchdog = _start_part(config, "stall watchdog", lambda: _watchdog(config, stall_after, stall_repeat))
+    _current = config
+    _start_part(config, "elastic reset tracking", lambda: _track_resets(config))
+    return config
+
+
+def _track_resets(config: Configuration) -> None:
+    """Horovod's elastic reset path refreshes the rank fields and logs a reset event (:mod:`hvdlog.runtime.elastic`)."""
+    _elastic.install()
+    incarnations: list[Callable[[int], None]] = [config.timeline.next_incarnation] if config.timeline else []
+    _elastic.tracker.attach(config.emit, _rank_fields, config.renderer.update_static, incarnations)
+
+
+def _validate(level: str, stall_after: float | None, max_bytes: int, backups: int, resources: float | None) -> float | None:
+    """Refuse bad settings with one sentence (before anything is touched); the resources interval."""
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}: use one of {', '.join(LEVELS)}")
     if stall_after is not None and stall_after <= 0:
         raise ValueError("stall_after must be a positive number of seconds, or None to disable the watchdog")
     if max_bytes < 0 or backups < 0:
         raise ValueError("max_bytes and backups must be zero or positive")
-    resources_every = resources_interval(resources)
-    shutdown()
+    return resources_interval(resources)
 
+
+_Part = TypeVar("_Part")
+
+
+def _start_part(config: Configuration, name: str, start: Callable[[], _Part | None]) -> _Part | None:
+    """Build and start one optional part; when that fails, a warning event (and one line on
+    stderr) says so, and training goes on without the part."""
+    try:
+        return start()
+    except Exception as exc:  # noqa: BLE001 - logging must never stop training ("can't start new thread", EMFILE, ...)
+        _say(f"hvdlog: {name} not started: {type(exc).__name__}: {exc}")
+        with contextlib.suppress(Exception):
+            config.emit("warning", f"{name} not started", {"error.type": type(exc).__name__, "error.message": str(exc)})
+        return None
+
+
+def _started(part: _Part, method: str = "start") -> _Part:
+    getattr(part, method)()
+    return part
+
+
+def _timeline(config: Configuration, max_bytes: int, backups: int) -> TimelineCapture:
+    capture = TimelineCapture(config.path.parent, config.emit, max_bytes=max_bytes, backups=backups)
+    capture.prepare()
+    capture.start()
+    return capture
+
+
+def _watchdog(config: Configuration, stall_after: float, stall_repeat: float | None) -> StallWatchdog:
+    watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
+    watchdog.on_tick = _watchdog_tick
+    if config.capture is not None:
+        watchdog.capture_state = config.capture.stuck
+    watchdog.start()
+    return watchdog
+
+
+def _open(
+    root: str | os.PathLike[str] | None,
+    job: str | None,
+    level: str,
+    console: bool | None,
+    capture: bool,
+    rotation: tuple[int, int],
+    redact: bool,
+) -> Configuration:
+    """The rank's paths, the native capture, the renderer, the JSON writer and structlog."""
     info = _rank_info()
     host = socket.gethostname()
     job_id = layout.safe_job_id(job) if job else default_job_id()
     root_dir = Path(root or os.environ.get("HVDLOG_ROOT") or layout.DEFAULT_ROOT)
-    paths = _elastic.process_paths(root_dir, job_id, host, info.rank)
+    paths = _elastic.process_paths(root_dir, job_id, host, info.rank)  # elastic jobs: named after the process
     path = paths["events"]
-
     refusal = foreign_owner(root_dir, path.parent)
-    capture = None
-    if capture_native and refusal is None:
-        capture = NativeCapture(
-            paths["stdout"],
-            paths["stderr"],
-            max_bytes=max_bytes,
-            backups=backups,
-            redact=redact,
-            rank_tags=_elastic.is_elastic(),
-            rank=info.rank,
-        )
-        with contextlib.suppress(OSError):  # read-only or full: the writers say so, and retry
-            make_private_dirs(path.parent)
-        try:
-            capture.start()
-        except Exception as exc:  # noqa: BLE001 - no fd, no process (EMFILE, EAGAIN): log without it
-            _say(f"hvdlog: native output is not captured (cannot start the capture process: {exc})")
-            capture = None
-
-    static = {
-        "host.name": host,
-        "process.pid": os.getpid(),
-        "job": job_id,
-        "event.dataset": "horovod.app",
-        **info.as_fields(),
-    }
+    max_bytes, backups = rotation
+    native = _start_capture(paths, info.rank, max_bytes, backups, redact) if capture and refusal is None else None
+    static = {"host.name": host, "process.pid": os.getpid(), "job": job_id, "event.dataset": "horovod.app", **info.as_fields()}
     show_console = (info.rank in (0, None)) if console is None else console
-    console_fd = capture.console_fd(2) if capture else 2
+    console_fd = native.console_fd(2) if native else 2
     redactor = Redactor(secret_values()) if redact else None
     renderer = _RENDERER
     renderer.reset(static, redactor, _console_sink(console_fd, redactor) if show_console else None)
     writer = _WRITER
     writer.console_fd = console_fd
     writer.open(path, max_bytes=max_bytes, backups=backups, refuse=refusal)
-
     structlog.configure(
         processors=[renderer],
         wrapper_class=make_bound_logger_class(level, renderer, writer),
         logger_factory=lambda *args: writer,
         cache_logger_on_first_use=True,
     )
-    config = Configuration(path=path, job=job_id, host=host, level=level, static=static, writer=writer, renderer=renderer, capture=capture)
+    config = Configuration(path=path, job=job_id, host=host, level=level, static=static, writer=writer, renderer=renderer, capture=native)
+    config.local_rank = info.local_rank
     writer.drop_note = config.dropped_note
-    if capture is not None:
-        capture.emit, capture.try_emit = config.emit, config.try_emit
-    if install_hooks:
-        config.hooks = Hooks(config.emit, max(LEVEL_NUMBERS[level], logging.DEBUG))
-        config.hooks.install()
-    _patch_horovod_init()
-    track_distributed_optimizers()
-    if timeline_requested(timeline):
-        config.timeline = _start_timeline(config, max_bytes, backups)
-    if resources_every is not None:
-        config.resources = ResourceSampler(config.emit, resources_every, info.local_rank)
-        try:
-            config.resources.start()
-        except RuntimeError as exc:  # "can't start new thread": train without the sampler
-            _say(f"hvdlog: resources sampler not started: {exc}")
-            config.resources = None
-    if stall_after is not None:
-        config.watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
-        config.watchdog.on_tick = _watchdog_tick
-        try:
-            config.watchdog.start()
-        except RuntimeError as exc:  # "can't start new thread": train without the watchdog
-            _say(f"hvdlog: stall watchdog not started: {exc}")
-            config.watchdog = None
-    _current = config
-    _elastic.install()
-    _elastic.tracker.attach(config.emit, _rank_fields, renderer.update_static, [config.timeline.next_incarnation] if config.timeline else [])
+    if native is not None:
+        native.emit, native.try_emit = config.emit, config.try_emit
     return config
 
 
-def _start_timeline(config: Configuration, max_bytes: int, backups: int) -> TimelineCapture | None:
-    """Timeline capture into the job's directory; a failure is one warning event, never an exception."""
-    capture = TimelineCapture(config.path.parent, config.emit, max_bytes=max_bytes, backups=backups)
+def _start_capture(paths: dict[str, Path], rank: int | None, max_bytes: int, backups: int, redact: bool) -> NativeCapture | None:
+    """fds 1 and 2 through the capture process; None (said once) when it cannot start.
+    In elastic jobs each native line is tagged with the rank the process has when it prints."""
+    capture = NativeCapture(
+        paths["stdout"], paths["stderr"], max_bytes=max_bytes, backups=backups, redact=redact,
+        rank_tags=_elastic.is_elastic(), rank=rank,
+    )
+    with contextlib.suppress(OSError):  # read-only or full: the writers say so, and retry
+        make_private_dirs(capture.stdout_path.parent)
     try:
-        capture.prepare()
         capture.start()
-    except Exception as exc:  # noqa: BLE001 - logging must never stop training
-        config.emit("warning", "timeline capture not started", {"error.type": type(exc).__name__, "error.message": str(exc)})
+    except Exception as exc:  # noqa: BLE001 - no fd, no process (EMFILE, EAGAIN): log without it
+        _say(f"hvdlog: native output is not captured (cannot start the capture process: {exc})")
         return None
     return capture
 

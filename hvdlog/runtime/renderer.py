@@ -11,8 +11,8 @@ configuration; the bound step context once per binding; the timestamp's date par
 second; per event only the message (when new) and the call's own fields go through orjson,
 and only those bytes are searched for secrets. The line is byte for byte what serialising the whole event dict gives
 (:meth:`EcsJsonRenderer.render_event`, the general path, still used for whatever the splice
-does not cover: keys that collide with static fields, values orjson refuses,
-over-long lines).
+does not cover: keys that collide with static fields — those go under ``extra``, the
+reserved fields are never overwritten —, values orjson refuses, over-long lines).
 
 Rendering never raises into the training code (:meth:`EcsJsonRenderer.render_safely`):
 strings with surrogates (``os.listdir`` of undecodable names), integers beyond 64 bits,
@@ -394,7 +394,9 @@ class EcsJsonRenderer:
         return plan
 
     def render_event(self, level: str, message: Any, fields: Event, bound: Event | None = _UNBOUND) -> bytes:
-        """The general path: build the whole event dict, then serialise it."""
+        """The general path: build the whole event dict, then serialise it. A bound or given
+        key that is the timestamp, the level, the message or a static field (``rank``, ``job``,
+        ``event.dataset``...) never replaces it: the caller's value goes under ``extra``."""
         event: Event = {
             "@timestamp": self.clock(),
             "log.level": level,
@@ -403,10 +405,16 @@ class EcsJsonRenderer:
         }
         if bound is _UNBOUND:
             bound = context._CONTEXT.get()
+        reserved = self._static_keys  # timestamp, level, message and the static fields: never overwritten
         if bound:
-            event.update(bound)
+            if reserved.isdisjoint(bound):
+                event.update(bound)
+            else:  # a bound rank, job, message...: kept, under extra
+                _sort_fields(event, bound, bound.keys() & reserved)
         if fields:
             undeclared = fields.keys() - _KNOWN
+            if not reserved.isdisjoint(fields):
+                undeclared |= fields.keys() & reserved
             if undeclared or EXTRA in event:
                 _sort_fields(event, fields, undeclared)
             else:  # only contract fields, one C-level update

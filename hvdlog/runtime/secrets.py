@@ -94,8 +94,8 @@ class Redactor:
     """Replaces every spelling of every secret by ``[REDACTED]``.
 
     ``needles`` are byte strings for raw text (the capture process): each form plain and as it
-    appears inside a JSON string. :meth:`json_line` redacts the string *values* of a JSON
-    line and never its keys.
+    appears inside a JSON string. :meth:`json_line` redacts the strings of a JSON line, keys
+    included (secrets are never field names: they are 8+ characters and not common words).
     """
 
     __slots__ = ("_encoded", "_plain", "_text", "longest", "needles", "quick_no", "text_forms")
@@ -166,7 +166,7 @@ class Redactor:
         return hold
 
     def json_line(self, line: bytes) -> bytes:
-        """Redact the string values (never the keys) of one rendered JSON line."""
+        """Redact the strings, values and keys, of one rendered JSON line."""
         if not self.holds_secret(line):
             return line
         document = json.loads(line)
@@ -197,7 +197,13 @@ class Redactor:
                     value = value.replace(form, _REDACTED_STR)
             return value
         if isinstance(value, dict):
-            return {key: self._values(item) for key, item in value.items()}
+            redacted: dict[str, Any] = {}
+            for key, item in value.items():
+                name = self._values(key)  # a secret used as a key (``{token: count}``) is a leak too
+                while name in redacted:  # two keys redacted alike: both kept
+                    name += "#"
+                redacted[name] = self._values(item)
+            return redacted
         if isinstance(value, list):
             return [self._values(item) for item in value]
         return value

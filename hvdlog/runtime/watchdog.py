@@ -13,7 +13,9 @@ Before the first step the threshold is ``STARTUP_FACTOR`` times longer: import, 
 and the parameter broadcast are legitimately slow on a loaded machine.
 
 The rank whose stall event has no ``horovod.stall.operation`` is stuck outside any
-collective: that is the culprit; ranks waiting in a collective are its victims.
+collective: that is the culprit; ranks waiting in a collective are its victims. When the
+native capture process is stuck at that moment (stopped, wedged: ``capture_state`` says so),
+the event names it (``event.reason: capture_stuck``): a print waiting for it is a likely cause.
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ class StallWatchdog(threading.Thread):
         self.poll = poll if poll and poll > 0 else min(1.0, after / 4)
         self._stop_event = threading.Event()
         self.on_tick: Callable[[], None] | None = None
+        #: A sentence when the native capture process is stuck, else None (see :mod:`hvdlog.runtime.capture_guard`).
+        self.capture_state: Callable[[], str | None] | None = None
         self._stall_step: int | None = None
         self.failures = 0
 
@@ -157,6 +161,10 @@ class StallWatchdog(threading.Thread):
             else f"no progress for {idle:.0f} s outside any horovod collective"
             + (f"; not submitted: {summarize(unsubmitted)}" if unsubmitted else "")
         )
+        stuck = self.capture_state() if self.capture_state is not None else None
+        if stuck:
+            fields["event.reason"] = "capture_stuck"
+            message += f"; {stuck}"
         self.emit("warning", message, fields)
 
     def _report_resolved(self, stalled_for: float) -> None:

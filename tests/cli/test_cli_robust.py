@@ -432,3 +432,23 @@ def test_follower_errors_reach_the_main_loop(kind: str) -> None:
         assert outcome is None and run_.failures == ["flaky: disk gone"]
     else:
         assert isinstance(outcome, KeyError)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--window", "nan"), ("--window", "-1"), ("--interval", "0"), ("--interval", "inf"), ("--timeout", "nan")],
+)
+def test_numeric_options_are_validated(option: str, value: str, tmp_path: Path) -> None:
+    """A bad number of seconds exits 2 with one sentence naming the option (issue #23), never
+    a Python exception (``--window nan`` leaked ``ValueError: cannot convert float NaN``)."""
+    write_events(tmp_path / "j" / "h" / "rank-0.jsonl", GOOD)
+    result = run("grep", option, value, "good", str(tmp_path / "j"))
+    assert_no_crash(result, 2)
+    assert f"Invalid value for '{option}'" in result.stderr and "number of seconds" in result.stderr
+    assert "ValueError" not in result.stderr
+
+
+def test_python_dash_m_hvdlog_cli_main_is_the_cli() -> None:
+    """``python -m hvdlog.cli.main`` runs the CLI (it did nothing and exited 0)."""
+    result = subprocess.run([sys.executable, "-m", "hvdlog.cli.main", "--help"], capture_output=True, text=True, env=ENV, timeout=60, check=False)
+    assert result.returncode == 0 and "Usage: hvdlog" in result.stdout

@@ -61,7 +61,7 @@ class TestBadBytes:
         docs = _parse(b"plain \xff\xfe text\n[2026-11-29 16:01:46.105951: W /a.cc:1] bad \xc3\x28 byte\n")
         assert [doc["message"] for doc in docs] == ["plain \\xff\\xfe text", "bad \\xc3( byte"]
         events = _parse(b'{"message": "caf\xe9", "log.level": "info"}\n', path="job/node1/rank-0.jsonl")
-        assert events[0]["tags"] == [PARSE_FAILURE_TAG] and "caf\\xe9" in events[0]["message"]
+        assert "tags" not in events[0] and events[0]["message"] == "caf\ufffd"  # the event is kept, the byte replaced (issue #23)
 
     def test_one_megabyte_line(self) -> None:
         """A 1 MB native line and a 1 MB JSON value parse whole, quickly."""
@@ -137,3 +137,16 @@ class TestCli:
         assert missing.returncode == 2 and b"no such file" in missing.stderr
         bad = subprocess.run([*command, "--chatter", "often", "-"], input=b"", capture_output=True, check=False)
         assert bad.returncode == 2 and b"chatter" in bad.stderr
+
+
+def test_one_invalid_utf8_byte_keeps_the_event_and_its_level(tmp_path: Path) -> None:
+    """A JSON error event with one invalid UTF-8 byte stays an error event (issue #23): the
+    byte is replaced (U+FFFD), the line and its fields are kept; it was a raw info line."""
+    from hvdlog.parse import parse_paths
+
+    line = b'{"@timestamp":"2026-12-01T12:00:00Z","log.level":"error","message":"bad \xff byte","rank":1}\n'
+    (tmp_path / "rank-1.jsonl").write_bytes(line + b'{"broken": \xff\n')
+    first, second = parse_paths([tmp_path / "rank-1.jsonl"])
+    assert first["log"]["level"] == "error" and first["message"] == "bad \ufffd byte" and first["rank"] == 1
+    assert "tags" not in first
+    assert "_hvdlog_parse_failure" in second["tags"]  # not JSON even after the replacement: kept raw, as before

@@ -87,12 +87,25 @@ LINES: list[bytes | str] = [
 ]
 
 
+def _flat(raw: bytes | str) -> Any:
+    """The decoded line; invalid UTF-8 bytes replaced by U+FFFD (issue #23), None when not JSON."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    if isinstance(raw, bytes):
+        with_replacement = raw.decode("utf-8", "replace")
+        if with_replacement != raw.decode("utf-8", "surrogateescape"):
+            try:
+                return orjson.loads(with_replacement)
+            except orjson.JSONDecodeError:
+                pass
+    return None
+
+
 def _general(raw: bytes | str, path: str, base: dict[str, Any]) -> Document | None:
     """What one line of an events file gives, laid out key by key (documents.expand)."""
-    try:
-        flat = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        flat = None
+    flat = _flat(raw)
     if type(flat) is dict and all(key.count(".") < MAX_KEY_DEPTH for key in flat):
         doc = expand(flat)
         event = doc.setdefault("event", {})
@@ -146,7 +159,7 @@ def test_decode_event_and_to_document_agree_with_the_loop() -> None:
         if doc is not None:
             [expected] = _general_docs([raw], PATH)
             assert orjson.dumps(doc) == orjson.dumps(expected)
-            assert orjson.dumps(to_document(orjson.loads(raw), PATH)) == orjson.dumps(expected)
+            assert orjson.dumps(to_document(_flat(raw), PATH)) == orjson.dumps(expected)
 
 
 def test_the_command_writes_what_the_library_gives(tmp_path: Path) -> None:

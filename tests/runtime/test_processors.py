@@ -148,7 +148,7 @@ class TestSplicedLine:
             {"step": 4, "note": "n"},  # overrides the bound step
             {"token": secret, "nested": {"url": f"https://h/?t={secret}"}},
             {"blob": base64.b64encode(f"user:{secret}".encode()).decode()},
-            {secret: 1},  # a secret as a key: keys are never redacted
+            {secret: 1},  # a secret as a key: redacted like a value
         ]
         messages = ["hello", f"uses {secret}", "caf\u00e9 \"q\"", "m" * 300 + secret, 42, "a\udc80"]
         for redactor in (None, Redactor([secret])):
@@ -228,3 +228,17 @@ def test_timestamps_cross_second_boundaries() -> None:
         assert before - 1e-6 <= parsed <= after + 1e-6, (before, stamp, after)
         seen.add(stamp[:19])
     assert len(seen) >= 2
+
+
+def test_reserved_fields_are_never_overwritten() -> None:
+    """bind() and keywords cannot replace @timestamp, log.level, message, rank, job or
+    event.dataset (issue #23): the caller's values are kept, under extra."""
+    renderer = EcsJsonRenderer({"rank": 1, "job": "j", "event.dataset": "horovod.app", "host.name": "h"})
+    reserved = {"@timestamp": "1999-01-01T00:00:00Z", "log.level": "debug", "rank": 7, "job": "other", "event.dataset": "x.y"}
+    for bound, fields in ((reserved, {}), ({}, reserved), ({"message": "bound"}, {"rank": 3})):
+        with hvdlog.bind(**bound):
+            for line in (renderer.render("error", "real", dict(fields)), renderer.render_event("error", "real", dict(fields))):
+                doc = orjson.loads(line)
+                assert (doc["log.level"], doc["message"], doc["rank"], doc["job"], doc["event.dataset"]) == ("error", "real", 1, "j", "horovod.app")
+                assert not doc["@timestamp"].startswith("1999")
+                assert {**bound, **fields}.items() <= doc["extra"].items(), doc

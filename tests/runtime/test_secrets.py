@@ -41,11 +41,15 @@ def test_url_and_json_forms() -> None:
     assert redact(json.dumps('quote"d\\value').encode()) == b'"[REDACTED]"'
 
 
-def test_json_line_keeps_keys() -> None:
-    """A JSON line is redacted in its values only."""
+def test_json_line_redacts_keys_too() -> None:
+    """A secret used as a JSON key is redacted like a value (issue #23; keys were kept); field
+    names stay, and two keys redacted alike are both kept."""
     redact = Redactor([SECRET])
-    line = (json.dumps({SECRET: 1, "message": f"x {SECRET} y", "extra": {"list": [SECRET]}}, separators=(",", ":")) + "\n").encode()
-    assert json.loads(redact.json_line(line)) == {SECRET: 1, "message": "x [REDACTED] y", "extra": {"list": ["[REDACTED]"]}}
+    event = {SECRET: 1, "message": f"x {SECRET} y", "extra": {"list": [SECRET], f"per-{SECRET}": 2, "per-[REDACTED]": 3}}
+    line = (json.dumps(event, separators=(",", ":")) + "\n").encode()
+    assert json.loads(redact.json_line(line)) == {
+        "[REDACTED]": 1, "message": "x [REDACTED] y", "extra": {"list": ["[REDACTED]"], "per-[REDACTED]": 2, "per-[REDACTED]#": 3},
+    }
 
 
 def test_holdback_is_only_a_possible_secret_start() -> None:
