@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 __all__ = [
+    "APP_DATASET",
+    "CORE_DATASET",
     "DATASETS",
     "ECS_VERSION",
     "EVIDENCE_KINDS",
@@ -26,8 +28,11 @@ __all__ = [
     "FIELDS",
     "FIELDS_BY_NAME",
     "HOROVOD_LEVEL_LETTERS",
+    "LAUNCHER_DATASET",
     "LEVELS",
     "PARSE_FAILURE_TAG",
+    "REJECTED_DATASET",
+    "TIMELINE_DATASET",
     "Field",
     "level_at_least",
 ]
@@ -48,13 +53,20 @@ class Field:
     example: object = None
 
 
+#: The datasets by name, for code (every module spells them through these).
+APP_DATASET: Final = "horovod.app"
+CORE_DATASET: Final = "horovod.core"
+LAUNCHER_DATASET: Final = "horovod.launcher"
+TIMELINE_DATASET: Final = "horovod.timeline"
+REJECTED_DATASET: Final = "horovod.rejected"
+
 #: Which source a document came from; each has its own data stream ``logs-<dataset>-<ns>``.
 DATASETS: Final = {
-    "horovod.app": "structured JSON events written by hvdlog in the training processes",
-    "horovod.core": "lines printed by Horovod's C++ core (log lines, stall inspector warnings)",
-    "horovod.launcher": "anything else a rank printed: launcher output, Python tracebacks, prints",
-    "horovod.timeline": "negotiations and collective runs derived from Horovod's timeline (which rank the others waited for)",
-    "horovod.rejected": "events Elasticsearch refused to index, read back from Logstash's dead-letter queue:"
+    APP_DATASET: "structured JSON events written by hvdlog in the training processes",
+    CORE_DATASET: "lines printed by Horovod's C++ core (log lines, stall inspector warnings)",
+    LAUNCHER_DATASET: "anything else a rank printed: launcher output, Python tracebacks, prints",
+    TIMELINE_DATASET: "negotiations and collective runs derived from Horovod's timeline (which rank the others waited for)",
+    REJECTED_DATASET: "events Elasticsearch refused to index, read back from Logstash's dead-letter queue:"
     " the reason in error.message, the original event as JSON text in event.original",
 }
 

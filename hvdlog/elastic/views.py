@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from hvdlog.fields import LEVELS, level_at_least
+from hvdlog.fields import CORE_DATASET, LEVELS, REJECTED_DATASET, TIMELINE_DATASET, level_at_least
 
 __all__ = [
     "CHARTS",
@@ -216,7 +216,7 @@ SEARCHES: Final = (
         "horovod-debug-by-rank",
         "Horovod DEBUG by rank",
         "Trace and debug lines of Horovod's C++ core (HOROVOD_LOG_LEVEL=debug), rank by rank in time order.",
-        'event.dataset:"horovod.core" AND log.level:(trace OR debug)',
+        f'event.dataset:"{CORE_DATASET}" AND log.level:(trace OR debug)',
         ("rank", "log.level", "log.origin.file.name", "log.origin.file.line", "message"),
         (("rank", "asc"), ("@timestamp", "asc")),
     ),
@@ -242,7 +242,7 @@ SEARCHES: Final = (
         "Events Elasticsearch refused to index (a field of the wrong type, a bad @timestamp...), read back from"
         " Logstash's dead-letter queue: why (error.message) and the whole original event (event.original)."
         " Kept as long as the other data streams (ILM).",
-        'event.dataset:"horovod.rejected"',
+        f'event.dataset:"{REJECTED_DATASET}"',
         ("job", "rank", "host.name", "error.type", "error.message", "event.original"),
     ),
 )
@@ -283,7 +283,7 @@ CHARTS: Final = (
         "bar_stacked",
         (DateHistogram(), Terms("horovod.timeline.last_rank", "Last ready rank", size=100, order="key")),
         (Sum("horovod.timeline.wait_seconds", "Wait caused (s)"),),
-        query='event.dataset:"horovod.timeline" AND _exists_:horovod.timeline.last_rank',
+        query=f'event.dataset:"{TIMELINE_DATASET}" AND _exists_:horovod.timeline.last_rank',
     ),
     Chart(
         "step-time-per-rank",

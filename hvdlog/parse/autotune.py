@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from hvdlog.documents import Document
+from hvdlog.fields import APP_DATASET
 from hvdlog.parse.jsonl import nest
 
 __all__ = ["AUTOTUNE_FILE", "autotune_documents"]
@@ -58,7 +59,7 @@ def autotune_documents(path: str | os.PathLike[str], job: str | None = None) -> 
         yield nest({
             "message": f"autotune sample {sample['horovod.autotune.sample']}: score {sample['horovod.autotune.score']}",
             "log.level": "info",
-            "event.dataset": "horovod.app",
+            "event.dataset": APP_DATASET,
             "event.action": "autotune_sample",
             "job": job,
             "log.file.path": str(path),

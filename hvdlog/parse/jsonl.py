@@ -13,12 +13,11 @@ from typing import Any, Final
 import orjson
 
 from hvdlog.documents import Document, expand, set_field
-from hvdlog.fields import EXTRA
+from hvdlog.fields import APP_DATASET, EXTRA
 
 __all__ = ["APP_DATASET", "TooDeepError", "decode_event", "event_builder", "event_builders", "loads_replacing", "nest", "to_document"]
 
 #: Dataset of our JSON events when a line does not say.
-APP_DATASET: Final = "horovod.app"
 
 Builder = Callable[[Mapping[str, Any], Any], Document]
 

@@ -15,13 +15,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
+from hvdlog.fields import LAUNCHER_DATASET
 from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
 
 __all__ = ["MESSAGES_FILE", "Message", "load_messages", "read_table", "recognise", "signal_names"]
 
 #: The table, shipped inside the package; ``HVDLOG_MESSAGES`` points elsewhere.
 MESSAGES_FILE: Final = Path(os.environ.get("HVDLOG_MESSAGES") or Path(__file__).resolve().parent / "assets" / "messages.json")
-DEFAULT_DATASET: Final = "horovod.launcher"
+DEFAULT_DATASET: Final = LAUNCHER_DATASET
 _METADATA: Final = "@metadata."
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from hvdlog.documents import Document
-from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.fields import CORE_DATASET, HOROVOD_LEVEL_LETTERS, LAUNCHER_DATASET, PARSE_FAILURE_TAG
 from hvdlog.parse.blocks import Opener, bound, grammar
 from hvdlog.parse.evidence import classify
 from hvdlog.parse.jsonl import nest
@@ -28,8 +28,6 @@ from hvdlog.parse.timestamps import TimeConverter
 
 __all__ = ["CORE_DATASET", "LAUNCHER_DATASET", "Chatter", "NativeParser", "parse_chatter"]
 
-CORE_DATASET: Final = "horovod.core"
-LAUNCHER_DATASET: Final = "horovod.launcher"
 
 _CORE: Final = compile_pattern("HOROVOD_CORE_LINE")
 _CORE_REGEX: Final = _CORE.regex

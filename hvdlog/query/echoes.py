@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.fields import APP_DATASET
 
 __all__ = ["ECHO_WINDOW_S", "drop_echoes"]
 
@@ -23,7 +24,6 @@ __all__ = ["ECHO_WINDOW_S", "drop_echoes"]
 ECHO_WINDOW_S: Final = 10.0
 
 #: Our structured events: never an echo themselves.
-APP_DATASET: Final = "horovod.app"
 _Key = tuple[Any, int, str, str]
 
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import structlog
 
 from hvdlog import layout
-from hvdlog.fields import LEVELS
+from hvdlog.fields import APP_DATASET, LEVELS
 from hvdlog.runtime import elastic as _elastic
 from hvdlog.runtime import rank as _rank
 from hvdlog.runtime.capture import NativeCapture
@@ -258,7 +258,7 @@ def _open(
     refusal = foreign_owner(root_dir, path.parent)
     max_bytes, backups = rotation
     native = _start_capture(paths, info.rank, max_bytes, backups, redact) if capture and refusal is None else None
-    static = {"host.name": host, "process.pid": os.getpid(), "job": job_id, "event.dataset": "horovod.app", **info.as_fields()}
+    static = {"host.name": host, "process.pid": os.getpid(), "job": job_id, "event.dataset": APP_DATASET, **info.as_fields()}
     show_console = (info.rank in (0, None)) if console is None else console
     console_fd = native.console_fd(2) if native else 2
     redactor = Redactor(secret_values()) if redact else None

@@ -24,12 +24,13 @@ from typing import Any, Final
 import orjson
 
 from hvdlog.documents import get_field
+from hvdlog.fields import TIMELINE_DATASET
 from hvdlog.timeline_format.reader import read_events
 from hvdlog.timeline_format.records import PHASES, Negotiation, OperationRun, RecordBuilder, phase_class
 
 __all__ = ["DATASET", "EXPORT_FILE", "TimelineFollower", "documents", "export_line", "job_and_host", "records_from_documents"]
 
-DATASET: Final = "horovod.timeline"
+DATASET: Final = TIMELINE_DATASET
 EXPORT_FILE: Final = "horovod-timeline.ndjson"
 
 

@@ -62,10 +62,13 @@ def _texts() -> dict[str, set[str]]:
     for real in real_cases():  # tests/corpus/realworld (formats of public threads)
         for relative, path in real.files():
             paths.add(relative)
-            for line in path.read_bytes().splitlines():
+            data = path.read_bytes()
+            for line in data.splitlines():
                 text = decode_line(line)
                 raw.add(text)
                 payloads.add(strip_tag(split_arrival(text).payload).payload)
+            # as read (split at newlines only): a tqdm bar's `\r` stays inside the line it is glued to
+            raw.update(decode_line(line) for line in data.split(b"\n") if b"\r" in line.rstrip(b"\r"))
             for stream in streams_of(path):
                 for event in events_of(stream):
                     if "\n" in event:
