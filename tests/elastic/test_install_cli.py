@@ -29,6 +29,7 @@ import pytest
 from hvdlog.elastic import templates
 from hvdlog.elastic.generate import KIBANA_FILE
 from hvdlog.elastic.install import ElasticsearchInstaller
+from hvdlog.elastic.rules import RULES
 from hvdlog.fields import DATASETS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -236,14 +237,17 @@ class TestKibanaRequests:
         result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url, "--kibana-timeout", "30", env=env)
         assert result.returncode == 0, result.stderr
         assert "10 saved objects imported" in result.stderr and SECRET not in result.stdout + result.stderr
+        # the saved objects, then the alerting rules (hvdlog/elastic/rules.py), each created by its stable id
         assert [(method, path) for method, path, _, _ in kibana.requests] == [
-            ("GET", "/api/status"), ("GET", "/api/status"), ("POST", "/api/saved_objects/_import?overwrite=true")
+            ("GET", "/api/status"), ("GET", "/api/status"), ("POST", "/api/saved_objects/_import?overwrite=true"),
+            *(("POST", f"/api/alerting/rule/{rule.id}") for rule in RULES),
         ]
         expected_auth = "Basic " + base64.b64encode(f"kib:{SECRET}".encode()).decode()
         for _, _, headers, _ in kibana.requests:
             lowered = {k.lower(): v for k, v in headers.items()}
             assert lowered["authorization"] == expected_auth and lowered["kbn-xsrf"]
-        filename, content = _multipart_file(kibana.requests[-1][2], kibana.requests[-1][3])
+        imported = kibana.requests[2]
+        filename, content = _multipart_file(imported[2], imported[3])
         assert filename == "hvdlog.ndjson"
         assert content == (REPO / KIBANA_FILE).read_bytes()
 
@@ -274,7 +278,8 @@ class TestKibanaRequests:
         kibana.statuses = [(200, {"version": {"number": "8.19.0"}, "status": {"overall": degraded, "core": {"savedObjects": {"level": "available"}}}})]
         result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
         assert result.returncode == 0, result.stderr
-        assert [method for method, *_ in kibana.requests] == ["GET", "POST"]
+        assert [(method, path) for method, path, *_ in kibana.requests][:2] == [("GET", "/api/status"), ("POST", "/api/saved_objects/_import?overwrite=true")]
+        assert len(kibana.requests) == 2 + len(RULES)  # then the alerting rules
 
     def test_import_errors_fail(self, es_url: str, kibana: _RecordingServer) -> None:
         """An import that reports per-object errors (HTTP 200, success false) is a failure naming the objects."""
