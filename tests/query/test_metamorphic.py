@@ -152,7 +152,7 @@ def test_realworld_variant(case: RealCase, variant: Variant, tmp_path: Path) -> 
 def _capture_params() -> Iterator[Any]:
     for case in _captures():
         files = {case.config["inputs"][0]: Path(case.config["capture"]).read_bytes()}
-        for variant in variants(case.config["capture"], files):
+        for variant in variants(Path(case.config["capture"]).relative_to(CORPUS).as_posix(), files):  # seeded by a name, not a machine path
             yield _param("test_capture_variant", case, files, variant, id=f"{Path(case.config['capture']).stem}-{variant.name}")
 
 
