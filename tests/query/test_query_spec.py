@@ -185,7 +185,7 @@ class TestPrinter:
 
     def test_plain_when_not_a_terminal(self) -> None:
         """A pipe gets plain columns: time, rank, level, step, message."""
-        assert self._line(None).split() == ["2026-01-01", "00:00:00.500", "rank", "3", "ERROR", "step", "7", "boom"]
+        assert self._line(None).split() == ["2026-01-01", "00:00:00.500Z", "rank", "3", "ERROR", "step", "7", "boom"]
 
     def test_colour_on_a_terminal_unless_no_color(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """A terminal gets ANSI colour; NO_COLOR turns it off; --color forces it back on."""
