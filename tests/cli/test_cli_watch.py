@@ -182,7 +182,7 @@ def test_over_elasticsearch(tmp_path: Path, receiver: Receiver, es_url: str) -> 
     assert [a["status"] for a in receiver.alerts("job_finished")] == ["failure"]
 
 
-@pytest.mark.xfail(strict=True, reason="merge gap: watch's straggler rule met the rewritten stragglers analysis (confidence rules, 40 % tolerance) only at merge")
+@pytest.mark.xfail(strict=True, reason="merge gap: watch's straggler rule vs the rewritten stragglers analysis (40 % tolerance)")
 def test_straggler_alert_once(tmp_path: Path, receiver: Receiver) -> None:
     """--straggler-rank 1 (0.3 s of extra work per step, seen in its samples/s): one straggler alert for rank 1; then success."""
     root = tmp_path / "logs"

@@ -114,7 +114,7 @@ class TestWatcher:
         watcher.add(_doc(T0, 1, "training starts"), T0)
         assert watcher.check(T0 + 30) == []
 
-    @pytest.mark.xfail(strict=True, reason="merge gap: watch's straggler rule met the rewritten stragglers analysis (confidence rules, 40 % tolerance) only at merge")
+    @pytest.mark.xfail(strict=True, reason="merge gap: watch's straggler rule vs the rewritten stragglers analysis (40 % tolerance)")
     def test_straggler_flagged_on_three_checks_once(self) -> None:
         """A rank with under a quarter of the other's samples/s: one straggler alert, not one per step."""
         watcher = Watcher(silent_after=60)
