@@ -57,6 +57,18 @@ def decode_line(raw: bytes | str) -> str:
     return raw.rstrip("\r\n")
 
 
+def _events_file(
+    lines: Iterable[bytes | str], path: str, parser: NativeParser | None, timezone: str | None, chatter: Chatter, size: int | None,
+) -> Iterator[Document]:
+    """One of our events files: JSON lines, so the native parser has nothing to do. It is
+    loaded only to check its options, or to close a shared one as every file does."""
+    if parser is None and (timezone is not None or chatter != "keep"):
+        _native_parser(timezone, chatter, size)
+    yield from _events(lines, path)
+    if parser is not None:
+        yield from parser.close()
+
+
 def parse_lines(
     lines: Iterable[bytes | str],
     *,
@@ -81,13 +93,7 @@ def parse_lines(
     if path is not None:
         path = os.fspath(path)
         if _EVENTS_FILE.search(path) is not None:
-            # Our events files hold JSON: the native parser has nothing to do, and is loaded
-            # only to check its options, or to close a shared one as every file does.
-            if parser is None and (timezone is not None or chatter != "keep"):
-                _native_parser(timezone, chatter, size)
-            yield from _events(lines, path)
-            if parser is not None:
-                yield from parser.close()
+            yield from _events_file(lines, path, parser, timezone, chatter, size)
             return
     from hvdlog.parse.arrival import split_arrival
     from hvdlog.parse.launcher import PrefixMemory, TagSplitter, path_fields

@@ -14,19 +14,18 @@ and only those bytes are searched for secrets. The line is byte for byte what se
 does not cover: keys that collide with static fields — those go under ``extra``, the
 reserved fields are never overwritten —, values orjson refuses, over-long lines).
 
-Rendering never raises into the training code (:meth:`EcsJsonRenderer.render_safely`):
-strings with surrogates (``os.listdir`` of undecodable names), integers beyond 64 bits,
-objects whose ``str()`` fails and nesting too deep are cleaned and rendered again; a line
-over :data:`MAX_LINE_BYTES` has its longest strings cut (tag ``_hvdlog_truncated``) so it
-stays one shippable line; as a last resort a minimal event says what could not be rendered.
+Rendering never raises into the training code (:meth:`EcsJsonRenderer.render_safely`); the
+general path's serialisation — cleaning what orjson refuses, cutting over-long lines, the
+last-resort event — lives in :mod:`hvdlog.runtime.safe_json`, and both paths read one clock
+(:mod:`hvdlog.runtime.clock`).
+
+``render`` is deliberately one long function: it is the measured hot path
+(``bench/bench_logging.py``), and every call or attribute lookup split out of it shows up
+in the per-event cost. Everything it does not need per event is outside it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import time
-import traceback
 from collections.abc import Callable, MutableMapping, Sequence
 from time import time_ns as _now_ns
 from typing import Any
@@ -35,9 +34,12 @@ import orjson
 
 from hvdlog.fields import EXTRA, FIELDS_BY_NAME
 from hvdlog.runtime import context
-from hvdlog.runtime.secrets import Redactor
+from hvdlog.runtime.clock import HEAD as _HEAD
+from hvdlog.runtime.clock import THOUSANDS_B as _THOUSANDS_B
+from hvdlog.runtime.clock import UtcClock
+from hvdlog.runtime.safe_json import MAX_LINE_BYTES, default, dumps_event, failure_line, sort_fields
 
-__all__ = ["MAX_LINE_BYTES", "METHOD_LEVELS", "TRUNCATED_TAG", "EcsJsonRenderer", "UtcClock", "exception_fields", "level_name"]
+__all__ = ["METHOD_LEVELS", "EcsJsonRenderer", "level_name"]
 
 Event = dict[str, Any]
 
@@ -58,43 +60,12 @@ METHOD_LEVELS: dict[str, str] = {
     "fatal": "critical",
 }
 
-# OPT_NON_STR_KEYS makes every dump ~40 % slower: used only when the fast dump refuses.
-_FORGIVING = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-
-#: Longest line we write (Filebeat's own limit is 10 MiB); longer events have strings cut.
-MAX_LINE_BYTES = 1 << 20
-_CUT_TO = 64 * 1024
-_MAX_DEPTH = 64
-TRUNCATED_TAG = "_hvdlog_truncated"
-
-
 def level_name(method_or_level: str) -> str:
     """Contract level for a structlog method name or a stdlib level name."""
     return METHOD_LEVELS.get(method_or_level.lower(), "info")
 
 
-class UtcClock:
-    """ISO 8601 UTC timestamps with microseconds; the date part is formatted once a second."""
-
-    __slots__ = ("_prefix", "_second")
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._prefix = ""
-
-    def __call__(self) -> str:
-        micros = int(time.time() * 1_000_000)
-        second = micros // 1_000_000
-        if second != self._second:
-            self._second = second
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
-        return self._prefix + _THOUSANDS[micros // 1000 % 1000] + _THOUSANDS[micros % 1000] + "Z"
-
-
-_THOUSANDS = [f"{n:03d}" for n in range(1000)]
-_THOUSANDS_B = [f"{n:03d}".encode() for n in range(1000)]
 _HEAD_KEYS = ("@timestamp", "log.level", "message")
-_HEAD = b'{"@timestamp":"'
 #: Where the timestamp's text sits in a spliced line: after _HEAD, ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
 _STAMP = slice(len(_HEAD), len(_HEAD) + len("2026-01-01T00:00:00.000000Z"))
 #: What follows the timestamp's digits, up to the message's value, per level.
@@ -112,95 +83,16 @@ _dumps = orjson.dumps
 _APPEND_NEWLINE = orjson.OPT_APPEND_NEWLINE
 
 
-def exception_fields(exc_info: Any) -> Event:
-    """``error.*`` fields from ``exc_info`` (True, an exception, or a sys.exc_info() tuple)."""
-    if exc_info is True:
-        exc_info = sys.exc_info()
-    elif isinstance(exc_info, BaseException):
-        exc_info = (type(exc_info), exc_info, exc_info.__traceback__)
-    if not isinstance(exc_info, tuple) or exc_info[0] is None:
-        return {}
-    exc_type, exc, tb = exc_info
-    return {
-        "error.type": exc_type.__qualname__ if exc_type.__module__ == "builtins" else f"{exc_type.__module__}.{exc_type.__qualname__}",
-        "error.message": str(exc),
-        "error.stack_trace": "".join(traceback.format_exception(exc_type, exc, tb)),
-    }
-
-
-def _sort_fields(event: Event, fields: Event, undeclared: set[str]) -> None:
-    """Contract fields to the top level, ``exc_info`` to ``error.*``, the rest to ``extra``."""
-    extra: Event = dict(event.pop(EXTRA, None) or {})  # bound extras: never mutate the context
-    for key, value in fields.items():
-        if key not in undeclared:
-            event[key] = value
-        elif key == "exc_info":
-            if value:
-                event.update(exception_fields(value))
-        else:
-            extra[key] = value
-    if extra:
-        event[EXTRA] = extra
-
-
 def _layout(keys: Sequence[str], undeclared: Sequence[str]) -> Callable[[Event], Event]:
     """A function moving the undeclared keys of a fields dict (of this key set) under
     ``extra``, in place: ``{contract fields in call order..., "extra": {the others...}}``, what
-    _sort_fields does without a loop per event. Keys are written with repr(), so any string
+    sort_fields does without a loop per event. Keys are written with repr(), so any string
     is a literal, never code."""
     extra = ", ".join(f"{key!r}: f.pop({key!r})" for key in undeclared)
     namespace: dict[str, Any] = {}
     exec(f"def layout(f):\n    f[{EXTRA!r}] = {{{extra}}}\n    return f\n", namespace)  # noqa: S102 - source built from repr()s only
     layout: Callable[[Event], Event] = namespace["layout"]
     return layout
-
-
-def _default(value: Any) -> Any:
-    """orjson fallback: tensors and numpy scalars become numbers or lists, the rest str()."""
-    item = getattr(value, "tolist", None)
-    if item is not None:
-        with contextlib.suppress(Exception):  # any failure: fall back to str()
-            return item()
-    try:
-        return _text(str(value))
-    except Exception:  # noqa: BLE001 - a __str__ that raises must not lose the event
-        return f"<unrepresentable {type(value).__qualname__}>"
-
-
-def _text(text: str) -> str:
-    """Valid UTF-8 text: undecodable bytes carried as surrogates are shown as ``\\xNN``."""
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # lone surrogates that are not escaped bytes
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _clean(value: Any, depth: int = 0) -> Any:
-    """A JSON-safe copy of ``value`` for the slow path (only after orjson refused)."""
-    if isinstance(value, str):
-        return _text(value)
-    if isinstance(value, bool) or value is None or isinstance(value, float):
-        return value
-    if isinstance(value, int):
-        return value if -(1 << 63) <= value < (1 << 64) else str(value)
-    if depth >= _MAX_DEPTH:
-        return "<nested too deep>"
-    if isinstance(value, dict):
-        return {_text(key) if isinstance(key, str) else _default(key): _clean(item, depth + 1) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_clean(item, depth + 1) for item in value]
-    return _clean(_default(value), depth + 1) if not isinstance(value, (bytes, bytearray)) else _text(bytes(value).decode("utf-8", "surrogateescape"))
-
-
-def _cut(value: Any) -> Any:
-    """Strings longer than _CUT_TO shortened, with a note of how much was cut."""
-    if isinstance(value, str) and len(value) > _CUT_TO:
-        return f"{value[:_CUT_TO]}... [hvdlog: {len(value) - _CUT_TO} characters cut]"
-    if isinstance(value, dict):
-        return {key: _cut(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_cut(item) for item in value]
-    return value
 
 
 class EcsJsonRenderer:
@@ -214,13 +106,12 @@ class EcsJsonRenderer:
     """
 
     __slots__ = (
-        "_binding", "_bindings", "_messages", "_second_head", "_secret_messages", "_static_json", "_static_keys",
+        "_binding", "_bindings", "_messages", "_secret_messages", "_static_json", "_static_keys",
         "clock", "console", "redactor", "static",
     )
 
     def __init__(self, static: Event, redactor: Redactor | None = None, console: Callable[[Event], None] | None = None) -> None:
         self.clock = UtcClock()
-        self._second_head = (0, 0, b"")  # [start, end) of the current second in ns, and the line's head
         self.reset(static, redactor, console)
 
     def reset(self, static: Event, redactor: Redactor | None = None, console: Callable[[Event], None] | None = None) -> None:
@@ -288,19 +179,16 @@ class EcsJsonRenderer:
         try:
             if message_json is None:
                 message_json = self._message_json(message)
-            tail_json = _dumps(tail, _default, _APPEND_NEWLINE)
+            tail_json = _dumps(tail, default, _APPEND_NEWLINE)
         except TypeError:
             message_json = None  # surrogates, non-str keys, huge ints: the general path cleans them
             tail_json = b""
         if message_json is None:  # outside the except block, so exc_info=True still sees the caller's exception
             return self.render_event(level, message, fields, bound)
         now = _now_ns()
-        start, end, head = self._second_head  # one attribute: another thread never sees a half update
+        start, end, head = self.clock.current  # one attribute: another thread never sees a half update
         if not start <= now < end:
-            start = now - now % 1_000_000_000
-            end = start + 1_000_000_000
-            head = _HEAD + time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(start // 1_000_000_000)).encode()
-            self._second_head = (start, end, head)
+            start, end, head = self.clock.second(now)
         micros = (now - start) // 1000  # below 10**6: small-int arithmetic from here
         if len(tail_json) > 3:  # then the tail without its '{'
             line = b"".join((head, _THOUSANDS_B[micros // 1000], _THOUSANDS_B[micros % 1000], level_json, message_json, before, tail_json[1:]))
@@ -359,7 +247,7 @@ class EcsJsonRenderer:
             return None
         tail: Event = dict(bound) if bound else {}
         if fields:
-            _sort_fields(tail, fields, fields.keys() - _KNOWN)
+            sort_fields(tail, fields, fields.keys() - _KNOWN)
         return static_json, tail
 
     def _message_json(self, message: str) -> bytes:
@@ -410,31 +298,21 @@ class EcsJsonRenderer:
             if reserved.isdisjoint(bound):
                 event.update(bound)
             else:  # a bound rank, job, message...: kept, under extra
-                _sort_fields(event, bound, bound.keys() & reserved)
+                sort_fields(event, bound, bound.keys() & reserved)
         if fields:
             undeclared = fields.keys() - _KNOWN
             if not reserved.isdisjoint(fields):
                 undeclared |= fields.keys() & reserved
             if undeclared or EXTRA in event:
-                _sort_fields(event, fields, undeclared)
+                sort_fields(event, fields, undeclared)
             else:  # only contract fields, one C-level update
                 event.update(fields)
         if self.console is not None:
             self.console(event)
-        try:
-            line = orjson.dumps(event, default=_default, option=orjson.OPT_APPEND_NEWLINE)
-        except TypeError:  # e.g. non-str dict keys, surrogates, huge ints: clean, then the forgiving options
-            line = orjson.dumps(_clean(event), default=_default, option=_FORGIVING)
-        if len(line) > MAX_LINE_BYTES:
-            line = self._shortened(line)
+        line = dumps_event(event)
         if self.redactor is not None:
             line = self.redactor.json_line(line)
         return line
-
-    def _shortened(self, line: bytes) -> bytes:
-        event = _cut(orjson.loads(line))
-        event["tags"] = [*(event.get("tags") or []), TRUNCATED_TAG]
-        return orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
 
     def render_safely(self, level: str, message: Any, fields: Event) -> bytes:
         """:meth:`render` that never raises: at worst a minimal event naming the failure."""
@@ -446,17 +324,7 @@ class EcsJsonRenderer:
     def failure(self, level: str, message: Any, exc: BaseException) -> bytes:
         """The minimal event written when an event could not be rendered."""
         try:
-            text = _text(message) if isinstance(message, str) else _default(message)
-            event = {
-                "@timestamp": self.clock(),
-                "log.level": level,
-                "message": text[:_CUT_TO],
-                **_clean(self.static),
-                "error.type": type(exc).__qualname__,
-                "error.message": f"hvdlog could not render this event: {_default(exc)}",
-                "tags": ["_hvdlog_render_failure"],
-            }
-            line = orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
+            line = failure_line({"@timestamp": self.clock(), "log.level": level, "message": message}, self.static, exc)
             return self.redactor.json_line(line) if self.redactor is not None else line
         except Exception:  # noqa: BLE001
             return b'{"message":"hvdlog could not render an event","tags":["_hvdlog_render_failure"]}\n'

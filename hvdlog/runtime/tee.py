@@ -149,6 +149,33 @@ class Stream:
                 self.console = -1
 
 
+def _open_streams(spec: dict[str, Any], writer_module: ModuleType, redactor: Redactor | None, status: Callable[[bytes], None]) -> dict[int, Stream]:
+    """One stream per pipe (stdout, stderr), each writing its own rank file."""
+    streams: dict[int, Stream] = {}
+    for name, console in (("stdout", 1), ("stderr", 2)):
+        writer = writer_module.RankFileWriter()
+        writer.console_fd = 2
+        writer.fallback_console = False  # the console already has these bytes
+        writer.open(spec[f"{name}_file"], spec.get("max_bytes", 0), spec.get("backups", 5))
+        pipe = spec[f"{name}_fd"]
+        streams[pipe] = Stream(name, pipe, console, writer, redactor, status)
+        streams[pipe].set_rank(spec.get("rank"))
+    return streams
+
+
+def _obey(command: bytes, streams: dict[int, Stream], drain: Callable[[], None], status: Callable[[bytes], None]) -> None:
+    """The rank's commands on the control pipe: ``rank N`` (retag from now on) and ``flush``."""
+    for word, _, value in (part.partition(b" ") for part in command.split(b"\n")):
+        if word == b"rank" and value.strip().isdigit():
+            drain()  # what was printed before the rank changed keeps the old tag
+            for stream in streams.values():
+                stream.set_rank(int(value))
+            status(b"ranked\n")
+    if b"flush" in command:
+        drain()
+        status(b"flushed\n")
+
+
 def main(spec: dict[str, Any]) -> int:
     """Tee until EOF on both pipes."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
@@ -161,16 +188,7 @@ def main(spec: dict[str, Any]) -> int:
         with contextlib.suppress(OSError):
             os.write(status_fd, message)
 
-    streams: dict[int, Stream] = {}
-    for name, console in (("stdout", 1), ("stderr", 2)):
-        writer = writer_module.RankFileWriter()
-        writer.console_fd = 2
-        writer.fallback_console = False  # the console already has these bytes
-        writer.open(spec[f"{name}_file"], spec.get("max_bytes", 0), spec.get("backups", 5))
-        pipe = spec[f"{name}_fd"]
-        streams[pipe] = Stream(name, pipe, console, writer, redactor, status)
-        streams[pipe].set_rank(spec.get("rank"))
-
+    streams = _open_streams(spec, writer_module, redactor, status)
     poller = select.poll()
     for pipe in streams:
         poller.register(pipe, select.POLLIN)
@@ -214,15 +232,7 @@ def main(spec: dict[str, Any]) -> int:
                 if not command:  # the rank is gone (and nobody else holds the control pipe)
                     poller.unregister(control)
                     continue
-                for word, _, value in (part.partition(b" ") for part in command.split(b"\n")):
-                    if word == b"rank" and value.strip().isdigit():
-                        drain()  # what was printed before the rank changed keeps the old tag
-                        for stream in streams.values():
-                            stream.set_rank(int(value))
-                        status(b"ranked\n")
-                if b"flush" in command:
-                    drain()
-                    status(b"flushed\n")
+                _obey(command, streams, drain, status)
             elif fd in streams:
                 read(fd)
     return 0

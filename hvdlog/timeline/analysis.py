@@ -186,6 +186,25 @@ class _Union:
         return total / 1e6
 
 
+def _rank_waits(took_part: Counter[int], caused: dict[int, array[float]], caused_wall: dict[int, _Union], waited: dict[int, _Union]) -> list[RankWait]:
+    """Per rank: how often it was last, the wall time it made others wait (overlaps counted
+    once) and its share of all such waiting."""
+    wall = {rank: union.seconds() for rank, union in caused_wall.items()}
+    total = sum(wall.values())
+    return [
+        RankWait(
+            rank,
+            negotiations=took_part[rank],
+            times_last=len(caused.get(rank, [])),
+            wait_caused_seconds=wall.get(rank, 0.0),
+            wait_caused_median=statistics.median(caused[rank]) if caused.get(rank) else None,
+            waited_seconds=waited[rank].seconds(),
+            wait_share=(wall.get(rank, 0.0) / total) if total > 0 else 0.0,
+        )
+        for rank in sorted(took_part)
+    ]
+
+
 def summarise(records: Iterable[Negotiation | OperationRun], analysis: TimelineAnalysis | None = None) -> TimelineAnalysis:
     """Per rank and per tensor figures from negotiations and runs (from files or from Elasticsearch)."""
     result = analysis or TimelineAnalysis()
@@ -232,20 +251,7 @@ def summarise(records: Iterable[Negotiation | OperationRun], analysis: TimelineA
     for record in still_open:
         for rank in sorted(set(took_part) - set(record.ready)):
             result.open_missing[rank] = result.open_missing.get(rank, 0) + 1
-    wall = {rank: union.seconds() for rank, union in caused_wall.items()}
-    total = sum(wall.values())
-    result.ranks = [
-        RankWait(
-            rank,
-            negotiations=took_part[rank],
-            times_last=len(caused.get(rank, [])),
-            wait_caused_seconds=wall.get(rank, 0.0),
-            wait_caused_median=statistics.median(caused[rank]) if caused.get(rank) else None,
-            waited_seconds=waited[rank].seconds(),
-            wait_share=(wall.get(rank, 0.0) / total) if total > 0 else 0.0,
-        )
-        for rank in sorted(took_part)
-    ]
+    result.ranks = _rank_waits(took_part, caused, caused_wall, waited)
     result.tensors = sorted(tensors.values(), key=lambda t: t.tensor)
     result.phases = dict(phases)
     return result

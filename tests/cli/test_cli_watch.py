@@ -182,12 +182,13 @@ def test_over_elasticsearch(tmp_path: Path, receiver: Receiver, es_url: str) -> 
     assert [a["status"] for a in receiver.alerts("job_finished")] == ["failure"]
 
 
-@pytest.mark.xfail(strict=True, reason="merge gap: watch's straggler rule vs the rewritten stragglers analysis (40 % tolerance)")
 def test_straggler_alert_once(tmp_path: Path, receiver: Receiver) -> None:
-    """--straggler-rank 1 (0.3 s of extra work per step, seen in its samples/s): one straggler alert for rank 1; then success."""
+    """Three ranks, --straggler-rank 1 (0.3 s of extra work per step, seen in its samples/s): one straggler
+    alert for rank 1; then success. (Two ranks cannot decide on step figures: the analysis says so and
+    watch pages nobody, tests/query/test_watch.py.)"""
     root = tmp_path / "logs"
     watch = _Watch(tmp_path, "--webhook", receiver.url, "--silent-after", "20", "--exit-when-finished", str(root))
-    job = training_job(root, "slow", "--steps-per-epoch", "25", "--straggler-rank", "1", "--straggler-delay", "0.3")
+    job = training_job(root, "slow", "--steps-per-epoch", "25", "--straggler-rank", "1", "--straggler-delay", "0.3", np=3)
     try:
         assert _finish(job) == 0
         wait_for(lambda: receiver.alerts("job_finished"), 120, "the job-finished alert")

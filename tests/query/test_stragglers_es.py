@@ -108,16 +108,23 @@ def test_the_answers_are_the_made_ones(indexed: Path, es_url: str) -> None:
     assert {row["rank"] for row in rows if row["job"] == "nosamples"} == set(range(6))  # size 6: ranks 4, 5 silent
 
 
-@pytest.mark.xfail(strict=True, reason="merge gap: the templates now map horovod.elastic.epoch, so this test's unmapped-epoch premise no longer holds")
+def _without_epoch(mapping: dict[str, Any]) -> dict[str, Any]:
+    """The contract's mapping as an index made before the elastic fields were: no horovod.elastic.epoch."""
+    plain = json.loads(json.dumps(mapping))
+    del plain["properties"]["horovod"]["properties"]["elastic"]["properties"]["epoch"]
+    return plain
+
+
 def test_without_the_epoch_in_the_mapping_the_documents_decide(indexed: Path, es_url: str) -> None:
-    """An index that does not map horovod.elastic.epoch cannot separate incarnations: no aggregation, same answer."""
+    """An index that does not map horovod.elastic.epoch (one made by an older template; dynamic
+    mapping is off) cannot separate incarnations: no aggregation, same answer from the documents."""
     from elasticsearch.helpers import bulk
 
     from elasticsearch import Elasticsearch
 
     es = Elasticsearch(es_url, request_timeout=60)
     es.options(ignore_status=404).indices.delete(index=f"{INDEX}-plain")
-    es.indices.create(index=f"{INDEX}-plain", mappings=mappings(), settings={"number_of_shards": 1, "number_of_replicas": 0})
+    es.indices.create(index=f"{INDEX}-plain", mappings=_without_epoch(mappings()), settings={"number_of_shards": 1, "number_of_replicas": 0})
     docs = parse_paths([str(path) for path in sorted(indexed.rglob("*.jsonl"))])
     bulk(es, ({"_index": f"{INDEX}-plain", "_source": doc} for doc in docs), refresh="wait_for")
     try:

@@ -8,7 +8,9 @@ import orjson
 
 import hvdlog
 from hvdlog.fields import FIELDS_BY_NAME
-from hvdlog.runtime.renderer import EcsJsonRenderer, UtcClock, exception_fields, level_name
+from hvdlog.runtime.clock import UtcClock
+from hvdlog.runtime.renderer import EcsJsonRenderer, level_name
+from hvdlog.runtime.safe_json import exception_fields
 from hvdlog.runtime.secrets import Redactor, secret_values
 
 STATIC = {"host.name": "node1", "process.pid": 42, "job": "j", "event.dataset": "horovod.app", "rank": 3, "local_rank": 1, "size": 8, "local_size": 2}
