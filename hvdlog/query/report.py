@@ -15,17 +15,18 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.query.autotune import AutotuneResult, describe
 from hvdlog.query.failures import FAILURE_EVENTS, first_failure
 from hvdlog.query.resources import RESOURCE_EVENTS, figures, short
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, format_ranks
 from hvdlog.query.stalls import STALL_EVENTS, find_stalls
 from hvdlog.query.stragglers import STEP_EVENTS, RankProgress, stragglers
 
-__all__ = ["QUIET_SECONDS", "JobFacts", "collect", "iso", "job_status", "report"]
+__all__ = ["QUIET_SECONDS", "JobFacts", "autotune_section", "collect", "iso", "job_status", "report"]
 
 #: A job whose newest event is younger than this, with no failure and no exit record, is running.
 QUIET_SECONDS: Final = 300.0
@@ -210,6 +211,13 @@ def resource_section(found: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     return {"ranks": {rank: dict(values) for rank, values in found.items()}, "summary": text + (" …" if len(found) > 4 else "")}
 
 
+def autotune_section(result: AutotuneResult | None) -> dict[str, Any] | None:
+    """The fusion threshold and cycle time Horovod's autotuner kept; None when the job did not autotune."""
+    if result is None:
+        return None
+    return {**asdict(result), "summary": describe(result)}
+
+
 def _searcher(kept: list[Document]) -> Callable[[Filter], Iterable[Document]]:
     """Search the kept documents like a source (for find_stalls, which asks twice)."""
     return lambda spec: (doc for doc in kept if spec.matches(doc))
@@ -222,8 +230,10 @@ def report(
     culprits: Callable[[Any], list[Any]],
     base: Filter | None = None,
     now: float | None = None,
+    autotune: Mapping[str, AutotuneResult] | None = None,
 ) -> list[dict[str, Any]]:
-    """One report per job, newest activity last; the analyses run on the kept documents only."""
+    """One report per job, newest activity last; the analyses run on the kept documents only.
+    ``autotune``: per job, what Horovod's autotuner kept (from the job folder's log)."""
     base = replace(base or Filter(), any_of=())
     failures = {str(r.job): r.to_json() for r in first_failure(d for d in kept if Filter(any_of=FAILURE_EVENTS).matches(d))}
     episodes = [e.to_json() for e in find_stalls(_searcher(kept), base)]
@@ -250,6 +260,7 @@ def report(
             "stragglers": straggler_section([row for row in rows if row.job == job]),
             "timeline": timeline_section(timeline, culprits(timeline) if timeline is not None else []),
             "resources": resource_section({rank: values for (j, rank), values in resources.items() if j == job}),
+            "autotune": autotune_section((autotune or {}).get(str(job))),
         })
     return reports
 
