@@ -1,6 +1,6 @@
 """Whole-job analyses against the number of ranks: time and peak RSS of each command, answers checked.
 
-    python bench/bench_scale.py [--ranks 64,256,1024] [--events 1000] [--baseline /work/main] [--jobs 1,2]
+    python bench/bench_scale.py [--ranks 64,256,1024] [--events 1000] [--baseline DIR] [--jobs 1,2]
 
 A synthetic job in the contract format is generated per size (reused when already there):
 per rank a ``rank-<r>.jsonl`` of ``--events`` events (mostly ``train step`` with a step and
