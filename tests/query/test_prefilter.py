@@ -235,3 +235,16 @@ def test_parallel_reading_gives_the_same_output(workers: int, tmp_path: Path, mo
     assert _answers(job, "UTC", full=False, workers=workers) == one
     assert _answers(job, "UTC", full=True, workers=workers) == one
     assert all(code == 0 for code, _ in one.values())
+
+
+def test_parallel_reading_counts_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With workers, the progress line still counts every file read (when a worker's share comes back)."""
+    from hvdlog.cli.progress import WatchedFileSource
+
+    monkeypatch.setattr(files, "PARALLEL_MIN_BYTES", 0)
+    job = _bench_job(tmp_path, 6, 30)
+    source = WatchedFileSource([job], warn=lambda _message: None)
+    source.workers = 2
+    found = list(source.search(Filter(any_of=FAILURE_EVENTS)))
+    assert source.progress is not None and source.progress.done_files == len(source.files(Filter())) == 12
+    assert found == list(FileSource([job], prefilter=False).search(Filter(any_of=FAILURE_EVENTS)))
