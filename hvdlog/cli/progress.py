@@ -85,6 +85,12 @@ class WatchedFileSource(FileSource):
         if self.progress is not None:
             self.progress.file_done(_stat_size(path))
 
+    def _done(self, files: Sequence[Path]) -> None:
+        """A worker process read these files (``-j``): counted when its share comes back."""
+        for path in files:
+            if self.progress is not None:
+                self.progress.file_done(_stat_size(path))
+
 
 def _stat_size(path: Path) -> int:
     try:
