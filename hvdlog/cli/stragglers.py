@@ -116,7 +116,7 @@ def _picture(printer: Printer, rows: list[RankProgress]) -> None:
     printer.text(f"{rows[0].job}: last step by rank:")
     flagged = {row.rank for row in rows if row.outlier}
     for rank, line in zip(sorted(steps), bars(steps, fancy), strict=True):
-        printer.text(f"  {line}" + ("  STRAGGLER" if rank in flagged else ""), style="bold red" if rank in flagged else None)
+        printer.text(f"  {line}" + ("  <- flagged" if rank in flagged else ""), style="bold red" if rank in flagged else None)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -158,7 +158,7 @@ class TestStragglerPicture:
         bars = {int(line.split()[1]): line for line in out.splitlines() if line.startswith("  rank ")}
         assert sorted(bars) == [0, 1, 2], out
         assert "train: last step by rank:" in out and "\x1b" not in out and "█" not in out
-        assert bars[2].endswith("STRAGGLER") and "STRAGGLER" not in bars[0] + bars[1]
+        assert bars[2].endswith("<- flagged") and "flagged" not in bars[0] + bars[1]
         assert bars[0].count("#") == 30 and bars[2].count("#") < 30 and bars[2].split()[3] == "21"
 
     def test_blocks_and_colour_on_a_terminal_no_colour_with_no_color(self, tmp_path: Path) -> None:
