@@ -11,6 +11,7 @@ from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer
 from hvdlog.cli.timeline_output import print_top, timeline_analyses
 from hvdlog.documents import Document
+from hvdlog.query.autotune import autotune_line
 from hvdlog.query.resources import RESOURCE_EVENTS, is_resources, short
 from hvdlog.query.resources import attach as attach_resources
 from hvdlog.query.resources import figures as resource_figures
@@ -167,4 +168,7 @@ def stragglers(
         printer.text("no step events: not enough data to call a straggler")
     for job, analysis in analyses.items() if top else ():
         print_top(printer, job, analysis, top, run.as_json)
+    if not run.as_json:  # what Horovod's autotuner kept bears on every rank's speed
+        for line in autotune_line(run.file_paths()):
+            printer.text(line)
     run.exit(any(row.outlier for row in rows))

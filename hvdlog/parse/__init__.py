@@ -117,13 +117,9 @@ def parse_lines(
                 continue
         if "\x1b" in line or "\r" in line:  # colour codes, tqdm's progress: what a terminal shows
             line = _shown(line, prefixes)
-        if "]<" not in line:  # no gloo/Open MPI tag: the common case of per-rank files
-            payload, tag = prefixes.strip(line)
-            docs = native.feed(payload, {**base, **tag} if tag else base, arrival)
-            if docs:
-                yield from docs
-            continue
-        for payload, tag in splitter.feed(line):
+        # no gloo/Open MPI tag (the common case of per-rank files): only a known prefix to strip
+        pieces = (prefixes.strip(line),) if "]<" not in line else splitter.feed(line)
+        for payload, tag in pieces:
             docs = native.feed(payload, {**base, **tag} if tag else base, arrival)
             if docs:
                 yield from docs
