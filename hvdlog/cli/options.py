@@ -145,7 +145,7 @@ def build_sources(
     """One file source for all PATHs, one Elasticsearch source per ``--es``."""
     sources: list[Source] = []
     if paths:
-        from hvdlog.cli.progress import WatchedFileSource
+        from hvdlog.cli.watched import WatchedFileSource
 
         sources.append(WatchedFileSource(paths, timezone=tz, warn=warn))
     for url in es_urls:

@@ -263,7 +263,7 @@ class TestProgress:
 
     def test_grep_reports_every_file(self, root: Path) -> None:
         """The source the commands use counts each file it read (through the real search)."""
-        from hvdlog.cli.progress import WatchedFileSource
+        from hvdlog.cli.watched import WatchedFileSource
         from hvdlog.query.spec import Filter
 
         source = WatchedFileSource([root], warn=print)

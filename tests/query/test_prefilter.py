@@ -239,7 +239,7 @@ def test_parallel_reading_gives_the_same_output(workers: int, tmp_path: Path, mo
 
 def test_parallel_reading_counts_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With workers, the progress line still counts every file read (when a worker's share comes back)."""
-    from hvdlog.cli.progress import WatchedFileSource
+    from hvdlog.cli.watched import WatchedFileSource
 
     monkeypatch.setattr(files, "PARALLEL_MIN_BYTES", 0)
     job = _bench_job(tmp_path, 6, 30)
