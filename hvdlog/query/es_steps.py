@@ -33,6 +33,8 @@ __all__ = ["exact", "step_tally"]
 
 #: Buckets (ranks) per page of the composite aggregation.
 PAGE: Final = 1000
+#: Newest step events fetched per rank: ties within a millisecond are decided on their microseconds.
+LAST_TIES: Final = 10
 
 
 def exact(spec: Filter) -> bool:
@@ -70,7 +72,8 @@ def _rank_aggs(decades: list[int]) -> dict[str, Any]:
         "max_step": {"max": {"field": "step"}},
         "first": {"top_hits": {"size": 1, "sort": [{"@timestamp": {"order": "asc"}}, {"step": {"order": "asc"}}],
                                "_source": ["@timestamp", "step"]}},
-        "last": {"top_hits": {"size": 1, "sort": [{"@timestamp": {"order": "desc"}}], "_source": ["@timestamp", "host.name", "host"]}},
+        # several: Elasticsearch sorts by the millisecond, and the newest is chosen among ties as the files do (RankTrack.newer)
+        "last": {"top_hits": {"size": LAST_TIES, "sort": [{"@timestamp": {"order": "desc"}}], "_source": ["@timestamp", "host.name", "host"]}},
         **_bins(decades),
     }
 
@@ -96,11 +99,13 @@ def _track(bucket: dict[str, Any]) -> RankTrack:
     last = bucket["last"]["hits"]["hits"]
     if first and (millis := timestamp_millis(first[0]["_source"].get("@timestamp"))) is not None:
         track.first_ms, track.first_step = millis, first[0]["_source"].get("step")
-    if last:
-        doc = last[0]["_source"]
-        track.last_ms = timestamp_millis(doc.get("@timestamp"))
-        track.last_seen = doc.get("@timestamp") if track.last_ms is not None else None
-        host = get_field(doc, "host.name")
+    newest: dict[str, Any] | None = None
+    for hit in last:
+        millis, stamp = timestamp_millis(hit["_source"].get("@timestamp")), hit["_source"].get("@timestamp")
+        if millis is not None and track.newer(millis, stamp if isinstance(stamp, str) else None):
+            track.last_ms, track.last_seen, newest = millis, stamp if isinstance(stamp, str) else track.last_seen, hit["_source"]
+    if newest is not None:
+        host = get_field(newest, "host.name")
         track.host = host if isinstance(host, str) else None
     track.samples = {float(item["key"]): item["doc_count"] for name, part in bucket.items() if name.startswith("sps_")
                      for item in part["h"]["buckets"]}

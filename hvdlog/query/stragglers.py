@@ -160,8 +160,16 @@ class RankTrack:
             return
         if self.first_ms is None or millis < self.first_ms or (millis == self.first_ms and step < (self.first_step or 0)):
             self.first_ms, self.first_step = millis, step
-        if self.last_ms is None or millis >= self.last_ms:
+        if self.newer(millis, stamp if isinstance(stamp, str) else None):
             self.last_ms, self.last_seen = millis, stamp if isinstance(stamp, str) else self.last_seen
+
+    def newer(self, millis: int, stamp: str | None) -> bool:
+        """Whether an event at ``millis`` (text ``stamp``) is the rank's newest: later, or in the same
+        millisecond with a later text (microseconds). Order-free, so a merge, a parallel read and
+        Elasticsearch (which sorts by the millisecond) pick the same one."""
+        if self.last_ms is None or millis > self.last_ms:
+            return True
+        return millis == self.last_ms and stamp is not None and (self.last_seen is None or stamp > self.last_seen)
 
     def merge(self, other: RankTrack) -> None:
         """Fold another reader's figures for the same rank into these (exact, order-free)."""
@@ -173,7 +181,7 @@ class RankTrack:
             self.last_step = other.last_step if self.last_step is None else max(self.last_step, other.last_step)
         if other.first_ms is not None and (self.first_ms is None or (other.first_ms, other.first_step or 0) < (self.first_ms, self.first_step or 0)):
             self.first_ms, self.first_step = other.first_ms, other.first_step
-        if other.last_ms is not None and (self.last_ms is None or other.last_ms >= self.last_ms):
+        if other.last_ms is not None and self.newer(other.last_ms, other.last_seen):
             self.last_ms, self.last_seen = other.last_ms, other.last_seen or self.last_seen
 
     def median_samples(self) -> float | None:

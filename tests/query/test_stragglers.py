@@ -148,6 +148,22 @@ class TestJudgement:
 
 
 class TestTally:
+    def test_the_newest_of_one_millisecond_is_chosen_by_its_microseconds_in_any_order(self) -> None:
+        """Elasticsearch sorts by the millisecond; files and merges must not depend on the order either."""
+        early, late = (dict(_events(0, 1000, steps=1)[0], **{"@timestamp": f"2026-12-01T10:00:01.287{micros}Z", "step": step})
+                       for micros, step in (("007", 7), ("794", 6)))
+        for order in ((early, late), (late, early)):
+            tally = Tally()
+            for doc in order:
+                tally.add_document(doc)
+            halves = [Tally(), Tally()]
+            halves[0].add_document(order[0])
+            halves[1].add_document(order[1])
+            merged = Tally()
+            for half in reversed(halves):
+                merged.merge(half)
+            assert {t.last_seen for t in (*tally.tracks.values(), *merged.tracks.values())} == {late["@timestamp"]}
+
     def test_merging_in_any_order_is_the_single_pass(self) -> None:
         docs = _job(1000, 1010, 330, 990, size=4)
         whole = Tally()
