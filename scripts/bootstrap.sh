@@ -36,9 +36,15 @@ fi
 
 bash "$REPO_ROOT/scripts/build-horovod.sh"
 
-# Our package, editable, so the console script runs this checkout's code.
+# Our package, editable, so the console script runs this checkout's code. pip takes half a
+# minute even when nothing changed, so it runs only when this checkout, the extra or the
+# declared dependencies differ from the last install into this venv.
 extra="cli"; [ "$mode" = test ] && extra="test"
-"$VENV/bin/pip" install -q -e "$REPO_ROOT[$extra]" || die "pip could not install hvdlog[$extra]"
+installed="$REPO_ROOT [$extra] $(sha256sum "$REPO_ROOT/pyproject.toml" | cut -d' ' -f1)"
+if [ "$(cat "$VENV/.hvdlog-editable" 2>/dev/null)" != "$installed" ]; then
+  "$VENV/bin/pip" install -q -e "$REPO_ROOT[$extra]" || die "pip could not install hvdlog[$extra]"
+  printf '%s' "$installed" > "$VENV/.hvdlog-editable"
+fi
 
 cat <<ENV
 export PATH="$VENV/bin:\$PATH"
