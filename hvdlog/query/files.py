@@ -39,7 +39,7 @@ from hvdlog.layout import path_rank, walk
 from hvdlog.parse import parse_lines
 from hvdlog.query.follow import Follower
 from hvdlog.query.prefilter import line_test
-from hvdlog.query.scan import blocks, candidate_lines, finders, needles
+from hvdlog.query.scan import ESCAPE, blocks, candidate_lines, finders, needles
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter
 
@@ -162,7 +162,7 @@ class FileSource:
         levels, literal = needles(spec)
         if not (levels or literal):
             return handle
-        found = finders(levels or [literal])  # type: ignore[list-item]
+        found = finders([*(levels or [literal]), ESCAPE])  # type: ignore[list-item]
         return (line for data, end in blocks(handle) for line in candidate_lines(data, end, found, literal))
 
     def _file_matches(self, path: Path, spec: Filter, read: _Read) -> Iterator[Document]:

@@ -32,6 +32,7 @@ from typing import Final
 
 from hvdlog.documents import Document, flatten
 from hvdlog.fields import LEVELS
+from hvdlog.query.scan import ESCAPE
 from hvdlog.query.spec import Condition, Filter
 
 __all__ = ["LineTest", "line_test"]
@@ -39,7 +40,6 @@ __all__ = ["LineTest", "line_test"]
 #: Bytes a key or string value must spell as they are: printable ASCII, no quote, no backslash.
 _PLAIN: Final = re.compile(r"^[\x20-\x7e]+$")
 #: A line holding this may spell anything with escapes: always a candidate.
-_ESCAPE: Final = b"\\u"
 #: Probe lines, parsed at each file's path: what the parser adds to an object, to an
 #: ``"event"`` that is not one, and to a line that is not JSON.
 _OBJECT_PROBES: Final = (b"{}", b'{"event":0}')
@@ -156,5 +156,5 @@ def _clauses(spec: Filter, added: _Added) -> list[tuple[tuple[bytes, ...], ...] 
 def line_test(spec: Filter, path: str) -> LineTest | None:
     """The test every line of the events file at ``path`` whose document meets ``spec`` passes;
     None when ``spec`` needs no bytes we can name (the file is read whole)."""
-    clauses = tuple((*clause, (_ESCAPE,)) for clause in _clauses(spec, _added(path)) if clause)
+    clauses = tuple((*clause, (ESCAPE,)) for clause in _clauses(spec, _added(path)) if clause)
     return LineTest(clauses) if clauses else None

@@ -22,15 +22,21 @@ from typing import Any, Final
 from hvdlog.fields import LEVELS
 from hvdlog.query.spec import Filter
 
-__all__ = ["blocks", "candidate_lines", "finders", "needles"]
+__all__ = ["ESCAPE", "blocks", "candidate_lines", "finders", "needles"]
 
 _JSON_SAFE: Final = re.compile(r"^[\x20-\x7e]+$")
 #: Bytes read per block when scanning for needles.
 _BLOCK: Final = 8 * 1024 * 1024
 
 
+#: A JSON escape can spell any letter (``"\\u0065rror"`` is ``"error"``): a line holding one is
+#: always a candidate, whatever the needles.
+ESCAPE: Final = b"\\u"
+
+
 def needles(spec: Filter) -> tuple[list[bytes], bytes | None]:
-    """Byte strings a matching ``.jsonl`` line must contain: (any of levels, the pattern)."""
+    """Byte strings a matching ``.jsonl`` line must contain, unless it holds :data:`ESCAPE`:
+    (any of levels, the pattern)."""
     levels: list[bytes] = []
     if spec.min_level is not None and LEVELS.index(spec.min_level) > LEVELS.index("info"):
         levels = [f'"{name}"'.encode() for name in LEVELS[LEVELS.index(spec.min_level) :]]
@@ -119,7 +125,8 @@ def finders(needles: Sequence[bytes]) -> list[_Finder]:
 
 
 def candidate_lines(data: bytearray, end: int, finders: Sequence[_Finder], literal: bytes | None) -> list[bytes]:
-    """Lines of ``data[:end]`` holding one of the ``finders``' needles (and ``literal``, when given)."""
+    """Lines of ``data[:end]`` holding one of the ``finders``' needles (and ``literal``, or an
+    :data:`ESCAPE` that may spell it, when given)."""
     spans: dict[int, int] = {}  # line start -> line end, of every line with a needle
     find, rfind = data.find, data.rfind
     for finder in finders:
@@ -133,7 +140,7 @@ def candidate_lines(data: bytearray, end: int, finders: Sequence[_Finder], liter
                 stop = end
             spans[start] = stop
     lines = [bytes(data[start : spans[start]]) for start in sorted(spans)]
-    return lines if literal is None else [line for line in lines if literal in line]
+    return lines if literal is None else [line for line in lines if literal in line or ESCAPE in line]
 
 
 def _fitted(handle: io.BufferedIOBase) -> int:

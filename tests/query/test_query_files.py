@@ -4,7 +4,7 @@ parse, the cached timestamps and the echo filter give what the plain path gives,
 The plain path is the definition: every line of the file through :func:`hvdlog.parse.parse_lines`
 (the general parser, with a native parser of its own), kept when :meth:`Filter.matches` and
 it holds a needle of the scan (``"error"``/``"critical"`` for ``--level error``, the literal
-PATTERN), sorted by :func:`sort_key`. The fast path must agree with it on a file made to trip
+PATTERN) or a ``\\u`` escape that may spell one, sorted by :func:`sort_key`. The fast path must agree with it on a file made to trip
 it: level words inside messages, escaped quotes, other ranks' lines, lines that are not JSON,
 CRLF, blank lines, untimed and oddly timed events, lines longer than a read block, and a last
 line without a newline; with and without the ``ahocorasick_rs`` wheel, whatever the block size.
@@ -110,9 +110,10 @@ def _plain(path: Path, spec: Filter) -> list[Document]:
     needles = levels or ([literal] if literal is not None else [])
     docs = []
     for line in path.read_bytes().split(b"\n"):
-        if needles and not any(needle in line for needle in needles):
+        escaped = scan.ESCAPE in line  # a \u escape may spell any needle: such a line is always read
+        if needles and not any(needle in line for needle in needles) and not escaped:
             continue
-        if levels and literal is not None and literal not in line:
+        if levels and literal is not None and literal not in line and not escaped:
             continue
         doc = _event(line, str(path))
         if doc is not None and spec.matches(doc):
@@ -209,6 +210,17 @@ def test_blocks_hold_whole_lines(size: int, ending: bytes) -> None:
     pieces = [bytes(buffer[:end]) for buffer, end in scan.blocks(io.BufferedReader(io.BytesIO(text)), size)]  # type: ignore[arg-type]
     assert b"".join(pieces) == text
     assert all(piece.endswith(b"\n") for piece in pieces[:-1])
+
+
+def test_an_escaped_level_or_pattern_is_found(tmp_path: Path) -> None:
+    """``"\\u0065rror"`` is ``"error"`` in JSON: grep --level error and grep boom find such an event."""
+    path = tmp_path / "job" / "node0" / "rank-0.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"@timestamp":"2026-12-01T10:00:00.000Z","log.level":"\\u0065rror","message":"b\\u006fom","rank":0}\n'
+                     b'{"@timestamp":"2026-12-01T10:00:01.000Z","log.level":"info","message":"fine","rank":0}\n')
+    for args in (["--level", "error"], ["boom"], ["--level", "error", "boom"]):
+        result = CliRunner().invoke(cli, ["grep", "--json", *args, str(path)])
+        assert result.exit_code == 0 and [json.loads(line)["message"] for line in result.output.splitlines()] == ["boom"], (args, result.output)
 
 
 def test_events_parse_needs_no_native_parser(tmp_path: Path) -> None:
