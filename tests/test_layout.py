@@ -16,8 +16,10 @@ PATHS = [
     "logs/mnist-20261129-1547/gpu-node-07.cluster/rank-15.stdout.log",
     "/a/b/j/h/rank-3.stderr.log.2",
     "/shared/runs/exp_a/host_b/rank-128.jsonl.1",
+    "/logs/plain/node1/rank-unknown-pid4242.stdout.log",  # a process no launcher gave a rank: job and host, no rank
+    "/logs/plain/node1/rank-unknown-pid4242.jsonl",
 ]
-NOT_PER_RANK = ["/logs/job-1/node1/rank-x.jsonl", "/logs/rank-0.jsonl", "/logs/j/h/rank-1.txt", "/logs/j/h/notes.jsonl"]
+NOT_PER_RANK = ["/logs/job-1/node1/rank-x.jsonl", "/logs/j/h/rank-unknown.jsonl", "/logs/rank-0.jsonl", "/logs/j/h/rank-1.txt", "/logs/j/h/notes.jsonl"]
 
 
 class TestLayout:

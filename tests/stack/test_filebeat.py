@@ -28,6 +28,7 @@ import yaml
 from support.filebeat_emulation import dissect, expand, join_lines, multiline_parsers
 
 from hvdlog import layout
+from hvdlog.documents import get_field
 from hvdlog.elastic.generate import render_filebeat
 from hvdlog.parse.blocks import filebeat_patterns, segments
 from hvdlog.parse.patterns import compile_pattern
@@ -404,6 +405,16 @@ class TestRealFilebeat:
             native = by_message[message]
             assert (native["process"]["pid"], native["horovod"]["launcher"]["stream"]) == (pid, stream)
             assert "rank" not in native and "error" not in native and "log.flags" not in json.dumps(native)
+        # hvdlog's own reader of the same files says the same: job and host from the path, no rank, the pid
+        from click.testing import CliRunner
+
+        from hvdlog.cli.main import cli
+
+        parsed = [json.loads(line) for line in CliRunner().invoke(cli, ["parse", str(root)]).output.splitlines()]
+        assert {doc["message"].split("Z ", 1)[-1] for doc in parsed} == set(by_message), parsed
+        for doc in parsed:
+            assert (get_field(doc, "job"), get_field(doc, "host.name"), get_field(doc, "rank")) == ("solo", host, None), doc
+        assert {get_field(doc, "process.pid") for doc in parsed} == {pid}
 
 
 def stall_report(ranks: int) -> list[str]:
