@@ -1,6 +1,6 @@
 """Whole-job analyses against the number of ranks: time and peak RSS of each command, answers checked.
 
-    python bench/bench_scale.py [--ranks 64,256,1024] [--events 1000] [--baseline /work/main] [--jobs 1,2]
+    python bench/bench_scale.py [--ranks 64,256,1024] [--events 1000] [--baseline DIR] [--jobs 1,2]
 
 A synthetic job in the contract format is generated per size (reused when already there):
 per rank a ``rank-<r>.jsonl`` of ``--events`` events (mostly ``train step`` with a step and
@@ -10,17 +10,19 @@ exception and its native traceback); every other rank logs the collateral
 ``HorovodInternalError``; rank 0's capture holds a stall inspector block naming the culprit
 as missing; rank ``size // 2`` runs at half the samples/s of the others.
 
-Each command runs as its own process (``grep --level error``, ``first-failure``, ``stalls``,
-``stragglers`` with ``-j 1`` and each ``--jobs``), timed as a whole, its peak RSS from
-``wait4``; every answer is checked against what the job was made to hold, so a fast wrong
+Each command runs as its own process (``grep --level error``, then ``first-failure``, ``stalls``
+and ``stragglers`` with each ``--jobs``), timed as a whole: wall time, CPU seconds (user +
+system, worker processes included; the steadier figure on a shared machine), CPU against the
+same tree's ``grep`` just before, peak RSS (GNU time); every answer is checked against what the job was made to hold, so a fast wrong
 answer fails the run. With ``--baseline DIR`` the same commands also run with another
-checkout's code first on ``PYTHONPATH``, interleaved, so before/after ratios come from one
-run on the same load. Prints a markdown table: ranks × events -> time and memory.
+checkout's code first on ``PYTHONPATH``, the two trees taking turns command by command, so
+before/after ratios come from one run on the same load. Prints a markdown table: ranks × events -> time and memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -115,17 +117,20 @@ def generate(root: Path, size: int, count: int) -> Path:
     return job
 
 
-def run(command: list[str], pythonpath: Path) -> tuple[float, int, str, int]:
-    """(wall seconds, peak RSS KiB, stdout, exit code) of one whole process; the peak RSS is
-    GNU time's ``%M``. It runs in the tree it times: ``python -c`` puts the working directory first on sys.path."""
+def run(command: list[str], pythonpath: Path) -> tuple[float, float, int, str, int]:
+    """(wall seconds, CPU seconds, peak RSS KiB, stdout, exit code) of one whole process; CPU (user + system,
+    worker processes included) and the peak RSS are GNU time's ``%U``, ``%S`` and ``%M``. It runs in the
+    tree it times: ``python -c`` puts the working directory first on sys.path."""
     env = {**os.environ, "PYTHONPATH": str(pythonpath), "TZ": "UTC"}
     started = time.perf_counter()
-    result = subprocess.run(["/usr/bin/time", "-f", "hvdlog-bench-rss %M", sys.executable, "-c",
+    result = subprocess.run(["/usr/bin/time", "-f", "hvdlog-bench-rss %M %U %S", sys.executable, "-c",
                              "from hvdlog.cli.main import main; main()", *command],
                             capture_output=True, env=env, check=False, cwd=pythonpath)
     seconds = time.perf_counter() - started
-    rss = [line for line in result.stderr.decode(errors="replace").splitlines() if line.startswith("hvdlog-bench-rss ")]
-    return seconds, int(rss[-1].split()[1]) if rss else -1, result.stdout.decode(), result.returncode
+    rss = [line.split() for line in result.stderr.decode(errors="replace").splitlines() if line.startswith("hvdlog-bench-rss ")]
+    if not rss:
+        return seconds, -1.0, -1, result.stdout.decode(), result.returncode
+    return seconds, float(rss[-1][2]) + float(rss[-1][3]), int(rss[-1][1]), result.stdout.decode(), result.returncode
 
 
 def check(name: str, out: str, code: int, size: int) -> str | None:
@@ -153,13 +158,17 @@ def commands(job: Path, jobs: list[int], tree: str) -> dict[str, list[str]]:
     }
     if tree == "before":
         found["stragglers"] = ["stragglers", "--json", "--no-timeline", str(job)]
+    if tree != "before":  # this tree's analyses take -j: each count is timed
+        del found["first-failure"], found["stalls"]
     for count in jobs if tree != "before" else ():
+        for name in ("first-failure", "stalls"):
+            found[f"{name} -j {count}"] = [name, "--json", "-j", str(count), str(job)]
         found[f"stragglers -j {count}"] = ["stragglers", "--json", "--no-timeline", "-j", str(count), str(job)]
     return found
 
 
-def measure(command: list[str], path: Path, repeat: int) -> tuple[float, int, str, int]:
-    """Best of ``repeat`` runs (the peak RSS of that run)."""
+def measure(command: list[str], path: Path, repeat: int) -> tuple[float, float, int, str, int]:
+    """Best of ``repeat`` runs (the CPU and peak RSS of that run)."""
     return min((run(command, path) for _ in range(repeat)), key=lambda result: result[0])
 
 
@@ -177,19 +186,24 @@ def main() -> None:
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}", file=sys.stderr)
     jobs = [int(v) for v in args.jobs.split(",")]
     trees = {"after": REPO, **({"before": args.baseline} if args.baseline else {})}
-    rows = ["| ranks (events) | command | tree | time | peak RSS | answer |", "|---|---|---|---|---|---|"]
+    rows = ["| ranks (events) | command | tree | time | CPU | CPU / grep's | peak RSS | load | answer |", "|---|---|---|---|---|---|---|---|---|"]
     failed = False
     for size in (int(v) for v in args.ranks.split(",")):
         job = generate(args.root, size, args.events)
-        for tree, path in trees.items():
-            for name, command in commands(job, jobs, tree).items():
-                if only and not any(name.startswith(prefix) for prefix in only):
-                    continue
-                seconds, rss, out, code = measure(command, path, args.repeat)
-                wrong = check(name.split(" -j")[0], out, code, size)
-                failed = failed or (wrong is not None and tree == "after")
-                rows.append(f"| {size} ({size * args.events:,}) | `{name}` | {tree} | {seconds:.2f} s | {rss / 1024:.0f} MB | {wrong or 'right'} |")
-                print(rows[-1], file=sys.stderr, flush=True)
+        plans = [[(tree, name, command) for name, command in commands(job, jobs, tree).items()
+                  if not only or any(name.startswith(prefix) for prefix in only)] for tree in trees]
+        grep_cpu: dict[str, float] = {}
+        # the trees take turns command by command, so a change of the machine's load hits both alike
+        for tree, name, command in (step for steps in itertools.zip_longest(*plans) for step in steps if step is not None):
+            seconds, cpu, rss, out, code = measure(command, trees[tree], args.repeat)
+            wrong = check(name.split(" -j")[0], out, code, size)
+            failed = failed or (wrong is not None and tree == "after")
+            if name.startswith("grep"):
+                grep_cpu[tree] = cpu  # the same tree's grep, timed just before (the ratio the issue's target is about)
+            ratio = f"{cpu / grep_cpu[tree]:.2f}x" if grep_cpu.get(tree, 0) > 0 else "-"
+            rows.append(f"| {size} ({size * args.events:,}) | `{name}` | {tree} | {seconds:.2f} s | {cpu:.2f} s | {ratio} "
+                        f"| {rss / 1024:.0f} MB | {os.getloadavg()[0]:.1f} | {wrong or 'right'} |")
+            print(rows[-1], file=sys.stderr, flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     print("\n".join(rows))
     if failed:

@@ -133,7 +133,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("data_stream.dataset", "keyword", "ecs", "Same as event.dataset.", "horovod.app"),
     Field("data_stream.namespace", "keyword", "ecs", "Deployment namespace, e.g. the cluster name.", "default"),
     # --- hvdlog: the user's vocabulary ---------------------------------------------
-    Field("rank", "integer", "hvdlog", "Global Horovod rank.", 3),
+    Field("rank", "integer", "hvdlog", "Global Horovod rank; absent: rank unknown (a process no launcher gave a rank, `rank-unknown-pid<N>` files).", 3),
     Field("local_rank", "integer", "hvdlog", "Rank within the host.", 1),
     Field("size", "integer", "hvdlog", "Number of ranks in the job.", 8),
     Field("local_size", "integer", "hvdlog", "Number of ranks on this host.", 2),

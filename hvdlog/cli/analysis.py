@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,7 +11,10 @@ from hvdlog.cli.text import sentence
 from hvdlog.documents import Document, job_of
 from hvdlog.query.spec import MAX_JOB_SIZE
 
-__all__ = ["JobScope", "nothing_found", "size_option"]
+if TYPE_CHECKING:
+    from hvdlog.cli.options import Run
+
+__all__ = ["JobScope", "nothing_found", "read_with", "size_option"]
 
 
 def size_option(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -56,3 +59,13 @@ class JobScope:
 def nothing_found(what: str, scope: JobScope) -> None:
     """One sentence on stderr when an analysis has nothing to report (the exit code stays 1)."""
     click.echo(f"hvdlog: {sentence(f'{what} in {scope.describe()}')}", err=True)
+
+
+def read_with(run: Run, workers: int) -> None:
+    """The run's files are read by ``workers`` processes (``-j``), each a consecutive share of them;
+    the matches come back in file order, so the answer is the one of ``-j 1``. Elasticsearch is not affected."""
+    from hvdlog.query.files import FileSource
+
+    for source in run.sources:
+        if isinstance(source, FileSource):
+            source.workers = workers

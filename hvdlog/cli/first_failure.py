@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from hvdlog.cli.analysis import JobScope, nothing_found, size_option
-from hvdlog.cli.options import Run, source_options
+from hvdlog.cli.analysis import JobScope, nothing_found, read_with, size_option
+from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.failures import FailureReport, find_first_failure
 from hvdlog.query.spec import format_ranks
@@ -64,13 +64,15 @@ def _print(printer: Printer, report: FailureReport) -> None:
 @click.command("first-failure", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @size_option
+@jobs_option
 @source_options
-def first_failure(run: Run, size: int | None, **_: object) -> None:
+def first_failure(run: Run, size: int | None, workers: int, **_: object) -> None:
     """Name the rank that failed first and why, with a confidence; ranks that went down after it are
     collateral, launcher lines are evidence about ranks (never the culprit).
 
     Exit 0 when a failure was found, 1 when none (one sentence on stderr says what was read), 2 on an error.
     """
+    read_with(run, workers)
     reports = find_first_failure(lambda spec: run.documents(spec=spec), run.spec, size=size)
     printer = Printer(as_json=run.as_json)
     for report in reports:

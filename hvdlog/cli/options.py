@@ -107,6 +107,12 @@ class Run:
         return _distinct(self.sources, wanted, self.failures)
 
 
+    def file_paths(self) -> list[str]:
+        """The paths the file sources read (what sits beside the events, e.g. an autotune log, is found there)."""
+        from hvdlog.query.files import FileSource
+
+        return [str(path) for source in self.sources if isinstance(source, FileSource) for path in source.paths]
+
     def with_any_of(self, any_of: tuple[Condition, ...]) -> Filter:
         """The run's filter, asking only for documents meeting one of ``any_of``."""
         return _with(self.spec, any_of=any_of)
@@ -139,7 +145,7 @@ def build_sources(
     """One file source for all PATHs, one Elasticsearch source per ``--es``."""
     sources: list[Source] = []
     if paths:
-        from hvdlog.cli.progress import WatchedFileSource
+        from hvdlog.cli.watched import WatchedFileSource
 
         sources.append(WatchedFileSource(paths, timezone=tz, warn=warn))
     for url in es_urls:

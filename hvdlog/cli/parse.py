@@ -9,9 +9,10 @@ bad option).
 
 from __future__ import annotations
 
+import os
 import sys
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 import click
 
@@ -19,11 +20,14 @@ from hvdlog.cli.common import time_zone, warn
 
 if TYPE_CHECKING:
     from hvdlog.documents import Document
+    from hvdlog.parse.native import Chatter
 
 __all__ = ["parse"]
 
 #: Documents per write to stdout (~30 kB of NDJSON).
 _BATCH = 64
+#: Read buffer per input file (as hvdlog.parse reads).
+_READ_BUFFER: Final = 1 << 18
 
 
 @click.command("parse", context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,7 +45,6 @@ _BATCH = 64
 @click.option("-q", "--quiet", is_flag=True, help="Do not report the count of unparsed lines on stderr.")
 def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None, chatter: str, size: int | None, quiet: bool) -> None:
     """Parse our JSON files, native captures, console captures and --output-filename trees."""
-    from hvdlog.parse import parse_paths
     from hvdlog.parse.native import parse_chatter
 
     problems: list[str] = []
@@ -56,12 +59,16 @@ def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None
         raise click.BadParameter(str(error), param_hint="--chatter") from None
     files = _inputs(paths, problem)
     written = unparsed = 0
+    reading = _Reading(files)
     try:
-        written, unparsed = _write(parse_paths(files, timezone=timezone or old_timezone, chatter=chatter_setting, size=size))
+        documents = reading.documents(timezone=timezone or old_timezone, chatter=chatter_setting, size=size)
+        written, unparsed = _write(documents, reading.show if reading.progress.active else None)
     except BrokenPipeError:
         raise
     except OSError as error:
+        reading.progress.end()
         problem(f"{error.filename or 'input'}: cannot read ({error.strerror}); stopped there")
+    reading.progress.end()
     if unparsed and not quiet:
         from hvdlog.fields import PARSE_FAILURE_TAG
 
@@ -89,11 +96,52 @@ def _inputs(paths: tuple[str, ...], problem: Callable[[str], None]) -> list[str]
     return files
 
 
-def _write(documents: Iterable[Document]) -> tuple[int, int]:
+class _Reading:
+    """The inputs parsed in order with one native parser (what :func:`hvdlog.parse.parse_paths`
+    does), keeping the open file at hand so a progress line can say how far it is read."""
+
+    def __init__(self, files: list[str]) -> None:
+        from hvdlog.cli.progress import ReadProgress
+
+        self.files = files
+        self.sizes = [_file_size(name) for name in files]
+        self.progress = ReadProgress(sum(self.sizes), len(files))
+        self.handle: BinaryIO | None = None
+
+    def documents(self, *, timezone: str | None, chatter: Chatter, size: int | None) -> Iterator[Document]:
+        """Every input's documents; the progress line counts each file once it is read."""
+        from hvdlog.parse import STDIN, parse_lines
+        from hvdlog.parse.native import NativeParser
+
+        native = NativeParser(timezone=timezone, chatter=chatter, size=size)  # one for all: rank 0's job size serves the others
+        for name, file_size in zip(self.files, self.sizes, strict=True):
+            if name == STDIN:
+                yield from parse_lines(sys.stdin.buffer, parser=native)
+                continue
+            with open(name, "rb", buffering=_READ_BUFFER) as self.handle:
+                yield from parse_lines(self.handle, path=name, parser=native)
+            self.handle = None
+            self.progress.advance(file_size, 1)
+
+    def show(self) -> None:
+        """Redraw the progress line (when due) with what is read of the current file."""
+        handle = self.handle
+        self.progress.show(handle.tell() if handle is not None and not handle.closed else 0)
+
+
+def _file_size(name: str) -> int:
+    try:
+        return os.stat(name).st_size if name != "-" else 0
+    except OSError:
+        return 0
+
+
+def _write(documents: Iterable[Document], tick: Callable[[], None] | None = None) -> tuple[int, int]:
     """NDJSON on stdout, :data:`_BATCH` documents per write; (documents written, unparsed lines).
 
     orjson.dumps is inlined (json_line's fallbacks only when it refuses a document): one write
-    per document costs more. What was parsed before a read error is still written."""
+    per document costs more. What was parsed before a read error is still written. ``tick``
+    (the progress line, on a terminal only) is called after each write."""
     import orjson
 
     from hvdlog.fields import PARSE_FAILURE_TAG
@@ -119,6 +167,8 @@ def _write(documents: Iterable[Document]) -> tuple[int, int]:
             if len(batch) >= _BATCH:
                 out.write(b"".join(batch))
                 batch.clear()
+                if tick is not None:
+                    tick()
     finally:
         if batch:
             out.write(b"".join(batch))

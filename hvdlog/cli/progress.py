@@ -3,7 +3,12 @@
 Only on a terminal and only when the input is large (:data:`MIN_BYTES`, or
 ``HVDLOG_PROGRESS_BYTES``): into a pipe or a file nothing is written, so scripts and logs
 stay clean. The line is redrawn in place (``\\r``) at most every :data:`EVERY_S` seconds
-and erased when the read ends, before the results print.
+and erased when the read ends, before the results print, and before any warning
+(:meth:`ReadProgress.warn`), so a warning never lands on the end of the line.
+Kept apart from the query layer so ``hvdlog parse`` starts without it. Users: grep and the
+analyses (:class:`hvdlog.cli.watched.WatchedFileSource`), stragglers' step reader
+(:meth:`ReadProgress.advance` per file or per worker's share), parse (per file, and within
+a file through :meth:`ReadProgress.show`).
 """
 
 from __future__ import annotations
@@ -11,16 +16,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Final, TextIO
 
-from hvdlog.documents import Document
-from hvdlog.query.files import FileSource, discover
-from hvdlog.query.spec import Filter
 from hvdlog.types import Warn
 
-__all__ = ["MIN_BYTES", "ReadProgress", "WatchedFileSource"]
+__all__ = ["MIN_BYTES", "ReadProgress"]
 
 #: Inputs smaller than this read too fast for a progress line to help.
 MIN_BYTES: Final = 64 * 1024 * 1024
@@ -40,12 +40,26 @@ class ReadProgress:
 
     def file_done(self, size: int) -> None:
         """One more file read; redraw when due."""
+        self.advance(size, 1)
+
+    def advance(self, size: int, files: int) -> None:
+        """``files`` more files, ``size`` bytes in all, read (a worker's share at once); redraw when due."""
         self.done_bytes += size
-        self.done_files += 1
+        self.done_files += files
+        self.show()
+
+    def show(self, reading: int = 0) -> None:
+        """Redraw when due, counting ``reading`` bytes already read of the file being read."""
         if self.active and time.monotonic() - self._shown >= EVERY_S:
             self._shown = time.monotonic()
-            self.stream.write(f"\rhvdlog: reading {_size(self.done_bytes)} of {_size(self.total)}, {self.done_files} of {self.files} files\x1b[K")
+            done = min(self.done_bytes + reading, self.total)
+            self.stream.write(f"\rhvdlog: reading {_size(done)} of {_size(self.total)}, {self.done_files} of {self.files} files\x1b[K")
             self.stream.flush()
+
+    def warn(self, message: str, say: Warn) -> None:
+        """``say(message)`` on a line of its own: the progress line is erased first (and redrawn when due)."""
+        self.end()
+        say(message)
 
     def end(self) -> None:
         """Erase the line (the results follow on stdout)."""
@@ -60,34 +74,3 @@ def _size(value: int) -> str:
         if value >= scale:
             return f"{value / scale:.3g} {unit}"
     return f"{value} B"
-
-
-class WatchedFileSource(FileSource):
-    """A :class:`FileSource` that reports each file it finished reading to a :class:`ReadProgress`."""
-
-    def __init__(self, paths: Sequence[str | Path], *, timezone: str | None = None, warn: Warn) -> None:
-        super().__init__(paths, timezone=timezone, warn=warn)
-        self.progress: ReadProgress | None = None
-
-    def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
-        """The parent's search, with a progress line over the files it reads."""
-        files = discover(self.paths, lambda _message: None)
-        self.progress = ReadProgress(sum(_stat_size(path) for path in files), len(files))
-        try:
-            for doc in super().search(spec, last):
-                self.progress.end()  # every file is read before the first match comes out
-                yield doc
-        finally:
-            self.progress.end()
-
-    def _read(self, path: Path, spec: Filter) -> Iterator[Document]:
-        yield from super()._read(path, spec)
-        if self.progress is not None:
-            self.progress.file_done(_stat_size(path))
-
-
-def _stat_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

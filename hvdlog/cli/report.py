@@ -17,6 +17,7 @@ from hvdlog.cli.options import Run, fail, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.cli.pictures import sparkline
 from hvdlog.cli.timeline_output import timeline_analyses
+from hvdlog.query.autotune import autotune_results
 from hvdlog.query.report import collect, report
 from hvdlog.query.spec import format_ranks
 from hvdlog.timeline.evidence import culprits
@@ -65,7 +66,7 @@ def report_command(run: Run, **_: object) -> None:
         fail("over Elasticsearch, name the job: --job J (`hvdlog jobs --es URL` lists them)")
     facts, kept = collect(run.documents())
     timelines = timeline_analyses(run)
-    reports = report(facts, kept, timelines, culprits, run.spec)
+    reports = report(facts, kept, timelines, culprits, run.spec, autotune=autotune_results(run.file_paths()))
     printer = Printer(as_json=run.as_json)
     for item in reports:
         item["more"] = {key: more_command(run, command, item["job"], len(reports) > 1) for _, key, command in _SECTIONS}
@@ -100,4 +101,6 @@ def _print(printer: Printer, item: dict[str, Any]) -> None:
             tallest = max((v for v in progress.values() if v is not None), default="?")
             line = sparkline(progress, fancy=printer.stream.isatty())
             printer.text(f"  {'':<14} step by rank {format_ranks(list(progress))}: {line}  (tallest = step {tallest})")
+    if item.get("autotune"):
+        printer.text(f"  {'autotune':<14} {item['autotune']['summary']}")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from hvdlog.cli.analysis import JobScope, nothing_found, size_option
-from hvdlog.cli.options import Run, source_options
+from hvdlog.cli.analysis import JobScope, nothing_found, read_with, size_option
+from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.spec import format_ranks
 from hvdlog.query.stalls import find_stalls
@@ -18,8 +18,9 @@ __all__ = ["stalls"]
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @click.option("--merge-gap", default=150.0, show_default=True, type=float, help="Reports further apart (s) start a new episode.")
 @size_option
+@jobs_option
 @source_options
-def stalls(run: Run, merge_gap: float, size: int | None, **_: object) -> None:
+def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: object) -> None:
     """List stall episodes: start, duration, missing ranks, tensors, and whether the job shut down.
 
     Under a DistributedOptimizer, also the tensors the waiting ranks need that a rank never submitted.
@@ -29,6 +30,7 @@ def stalls(run: Run, merge_gap: float, size: int | None, **_: object) -> None:
 
     Exit 0 when there was at least one stall, 1 when none (one sentence on stderr says what was read), 2 on an error.
     """
+    read_with(run, workers)
     episodes = find_stalls(lambda spec: run.documents(spec=spec), run.spec, merge_gap, size=size)
     printer = Printer(as_json=run.as_json)
     for episode in episodes:

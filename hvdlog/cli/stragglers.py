@@ -3,19 +3,27 @@ a rank is flagged only when the data supports it, with how much, on what evidenc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer
 from hvdlog.cli.timeline_output import print_top, timeline_analyses
 from hvdlog.documents import Document
+from hvdlog.query.autotune import autotune_line
 from hvdlog.query.resources import RESOURCE_EVENTS, is_resources, short
 from hvdlog.query.resources import attach as attach_resources
 from hvdlog.query.resources import figures as resource_figures
 from hvdlog.query.source import Source
+from hvdlog.query.spec import Filter
 from hvdlog.query.stragglers import MIN_SECONDS, MIN_STEPS, STEP_EVENTS, RankProgress, Tally, corroborate, settle
 from hvdlog.query.stragglers import stragglers as analyse
 from hvdlog.timeline.evidence import attach
+
+if TYPE_CHECKING:
+    from hvdlog.query.files import FileSource
+    from hvdlog.query.step_read import StepRead
 
 __all__ = ["stragglers"]
 
@@ -26,14 +34,13 @@ def _read(run: Run, workers: int) -> tuple[Tally, list[Document]]:
     from hvdlog.query.es import ElasticsearchSource
     from hvdlog.query.es_steps import step_tally
     from hvdlog.query.files import FileSource
-    from hvdlog.query.step_read import read_steps
 
     tally, resources = Tally(), []
     spec = run.with_any_of(STEP_EVENTS + RESOURCE_EVENTS)
 
     def one(source: Source) -> None:
         if isinstance(source, FileSource):
-            found = read_steps(source, spec, workers)
+            found = _read_files(source, spec, workers)
             tally.merge(found.tally)
             resources.extend(found.resources)
             return
@@ -53,6 +60,20 @@ def _read(run: Run, workers: int) -> tuple[Tally, list[Document]]:
     return tally, resources
 
 
+def _read_files(source: FileSource, spec: Filter, workers: int) -> StepRead:
+    """The fast step reader, with a progress line on a terminal (:mod:`hvdlog.cli.progress`)."""
+    from hvdlog.cli.watched import WatchedFileSource
+    from hvdlog.query.step_read import read_steps
+
+    if not isinstance(source, WatchedFileSource):
+        return read_steps(source, spec, workers)
+    try:
+        return read_steps(source, spec, workers, lambda files: source.watch(files).advance)
+    finally:
+        if source.progress is not None:
+            source.progress.end()
+
+
 def _num(value: float | None, fmt: str = "g") -> str:
     return "-" if value is None else format(value, fmt)
 
@@ -70,8 +91,33 @@ def _print(printer: Printer, rows: list[RankProgress]) -> None:
             f"{_num(row.samples_per_sec):>10} {_num(row.lag_steps):>5}  {flag}",
             style="bold red" if row.outlier else None,
         )
-    for (job, _), verdict in verdicts.items():
+    for (job, epoch), verdict in verdicts.items():
+        _picture(printer, [row for row in rows if (row.job, row.epoch) == (job, epoch)])
         printer.text(f"{job}: {verdict}")
+
+
+#: Up to this many ranks, one bar each; beyond, one sparkline character per rank.
+BAR_RANKS = 32
+
+
+def _picture(printer: Printer, rows: list[RankProgress]) -> None:
+    """Who is behind at a glance: each rank's last step as a bar (flagged ranks in red on a
+    colour terminal); block characters on a terminal, ASCII into a pipe (:mod:`hvdlog.cli.pictures`)."""
+    from hvdlog.cli.pictures import bars, sparkline
+    from hvdlog.query.spec import format_ranks
+
+    steps = {row.rank: row.last_step for row in rows}
+    if not any(step is not None for step in steps.values()):
+        return
+    fancy = printer.stream.isatty()
+    if len(steps) > BAR_RANKS:
+        tallest = max(step for step in steps.values() if step is not None)
+        printer.text(f"{rows[0].job}: last step by rank {format_ranks(list(steps))}: {sparkline(steps, fancy)}  (tallest = step {tallest})")
+        return
+    printer.text(f"{rows[0].job}: last step by rank:")
+    flagged = {row.rank for row in rows if row.outlier}
+    for rank, line in zip(sorted(steps), bars(steps, fancy), strict=True):
+        printer.text(f"  {line}" + ("  <- flagged" if rank in flagged else ""), style="bold red" if rank in flagged else None)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -122,4 +168,7 @@ def stragglers(
         printer.text("no step events: not enough data to call a straggler")
     for job, analysis in analyses.items() if top else ():
         print_top(printer, job, analysis, top, run.as_json)
+    if not run.as_json:  # what Horovod's autotuner kept bears on every rank's speed
+        for line in autotune_line(run.file_paths()):
+            printer.text(line)
     run.exit(any(row.outlier for row in rows))

@@ -14,7 +14,7 @@ from pathlib import Path
 from hvdlog.documents import get_field
 from hvdlog.parse.autotune import AUTOTUNE_FILE, autotune_documents
 
-__all__ = ["AutotuneResult", "autotune_line", "autotune_result", "find_autotune_logs"]
+__all__ = ["AutotuneResult", "autotune_line", "autotune_result", "autotune_results", "describe", "find_autotune_logs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +58,28 @@ def autotune_result(path: Path) -> AutotuneResult | None:
     )
 
 
-def autotune_line(paths: Iterable[str | Path]) -> list[str]:
-    """One line per autotune log found under ``paths``, e.g. ``autotune (job j): kept fusion
-    threshold 4 MB, cycle time 5 ms (score 0.072 after 16 samples)``; unreadable logs are skipped."""
-    lines = []
+def autotune_results(paths: Iterable[str | Path]) -> dict[str, AutotuneResult]:
+    """The kept (or best so far) setting per job, from the autotune logs found under ``paths``;
+    unreadable or empty logs are left out (the line says nothing rather than guess)."""
+    results: dict[str, AutotuneResult] = {}
     for path in find_autotune_logs(paths):
         try:
             result = autotune_result(path)
         except OSError:
             continue
-        if result is None:
-            continue
-        verb = "kept" if result.finished else "best so far (tuning not finished)"
-        lines.append(
-            f"autotune (job {result.job}): {verb} fusion threshold {result.fusion_threshold_mb:g} MB,"
-            f" cycle time {result.cycle_time_ms:g} ms (score {result.score:g} after {result.samples} samples)"
-        )
-    return lines
+        if result is not None:
+            results[result.job] = result
+    return results
+
+
+def describe(result: AutotuneResult) -> str:
+    """``kept fusion threshold 4 MB, cycle time 5 ms (score 0.072 after 16 samples)``."""
+    verb = "kept" if result.finished else "best so far (tuning not finished)"
+    return (f"{verb} fusion threshold {result.fusion_threshold_mb:g} MB, cycle time {result.cycle_time_ms:g} ms"
+            f" (score {result.score:g} after {result.samples} samples)")
+
+
+def autotune_line(paths: Iterable[str | Path]) -> list[str]:
+    """One line per job with an autotune log under ``paths``, e.g. ``autotune (job j): kept fusion
+    threshold 4 MB, cycle time 5 ms (score 0.072 after 16 samples)``."""
+    return [f"autotune (job {job}): {describe(result)}" for job, result in sorted(autotune_results(paths).items())]

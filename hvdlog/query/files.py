@@ -10,18 +10,26 @@ Two shortcuts keep ``grep --rank R --level error`` fast on big trees, both exact
 * a file whose *path* names a rank outside ``--rank`` is not opened (the writer names each
   file after the rank whose events it holds);
 * in a ``.jsonl`` file, only lines containing a needle that every match must contain
-  (``"error"``/``"critical"`` for ``--level error``, the literal PATTERN) are parsed; the
-  byte scanner that finds them is :mod:`hvdlog.query.scan`.
+  (``"error"``/``"critical"`` for ``--level error``, the literal PATTERN; for the analyses'
+  conditions, the bytes :mod:`hvdlog.query.prefilter` derives) are parsed; the byte scanner
+  that finds them is :mod:`hvdlog.query.scan`. Native captures are always parsed whole (their
+  documents span lines: a traceback, a stall block).
+
+With :attr:`FileSource.workers` above 1 (``-j`` of first-failure and stalls) the files are
+read by that many processes, each a consecutive share; the matches come back in file order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import io
+import os
 import re
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -30,11 +38,16 @@ from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import path_rank, walk
 from hvdlog.parse import parse_lines
 from hvdlog.query.follow import Follower
+from hvdlog.query.prefilter import line_test
 from hvdlog.query.scan import blocks, candidate_lines, finders, needles
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter
 
-__all__ = ["FileSource", "discover", "is_events_file", "path_rank"]
+__all__ = ["PREFILTER", "FileSource", "discover", "is_events_file", "path_rank"]
+
+#: Whether file sources skip the lines of events files that cannot match (the default); the
+#: exactness tests set it False to get the full read, every line parsed, through the same commands.
+PREFILTER = True
 
 
 def discover(paths: Iterable[str | Path], warn: Warn) -> list[Path]:
@@ -89,7 +102,7 @@ def _tags(doc: Document) -> tuple[object, ...]:
 class FileSource:
     """Per-rank files and directories as a :class:`~hvdlog.query.source.Source`."""
 
-    def __init__(self, paths: Sequence[str | Path], *, timezone: str | None = None, warn: Warn = stderr_warn) -> None:
+    def __init__(self, paths: Sequence[str | Path], *, timezone: str | None = None, warn: Warn = stderr_warn, prefilter: bool | None = None) -> None:
         self.paths = list(paths)
         self.timezone = timezone
         self.warn = warn
@@ -97,6 +110,11 @@ class FileSource:
         self.parse_failures = 0
         #: Inputs that could not be read (the search went on without them).
         self.errors: list[str] = []
+        #: Whether an events file is read only at the lines that can match (False: every line,
+        #: the full read the prefilter's exactness tests compare with); None: :data:`PREFILTER`.
+        self.prefilter = PREFILTER if prefilter is None else prefilter
+        #: Processes reading the files (``-j``); with more than one, each reads a consecutive share.
+        self.workers = 1
 
     def _error(self, message: str) -> None:
         self.errors.append(message)
@@ -126,34 +144,66 @@ class FileSource:
         return [path for path in files if (rank := path_rank(path)) is None or rank in ranks]
 
     def _read(self, path: Path, spec: Filter) -> Iterator[Document]:
-        levels, literal = needles(spec) if is_events_file(path) else ([], None)
         with open(path, "rb") as handle:
-            if levels or literal:
-                found = finders(levels or [literal])  # type: ignore[list-item]
-                lines = (line for data, end in blocks(handle) for line in candidate_lines(data, end, found, literal))
-                yield from parse_lines(lines, path=str(path), timezone=self.timezone)
-            else:
-                yield from parse_lines(handle, path=str(path), timezone=self.timezone)
+            yield from parse_lines(self._lines(handle, path, spec), path=str(path), timezone=self.timezone)
 
-    def _matches(self, files: Iterable[Path], spec: Filter) -> Iterator[Document]:
-        readable = 0
-        failures = 0
-        for path in files:
-            try:
-                for doc in self._read(path, spec):
-                    if PARSE_FAILURE_TAG in _tags(doc):
-                        failures += 1
-                    if spec.matches(doc):
-                        yield doc
-                readable += 1
-            except (OSError, UnicodeError) as exc:
-                self._error(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
-        self.parse_failures += failures
-        if failures:
-            self.warn(f"{failures} line(s) could not be parsed (torn or garbled; prints are not counted); "
+    def _lines(self, handle: io.BufferedIOBase, path: Path, spec: Filter) -> Iterable[bytes]:
+        """The lines of ``path`` that can match ``spec``: in an events file, those holding its needles
+        (an analysis's conditions: :mod:`hvdlog.query.prefilter`; grep's level and PATTERN:
+        :func:`~hvdlog.query.scan.needles`); every line of any other file."""
+        if not self.prefilter or not is_events_file(path):
+            return handle
+        if spec.any_of or spec.steps is not None:
+            test = line_test(spec, str(path))
+            if test is None:
+                return handle
+            found = finders(test.scan)  # one pass per needle: each is memchr-fast, an automaton of them all is not
+            return (line for data, end in blocks(handle) for line in candidate_lines(data, end, found, None) if test.keeps(line))
+        levels, literal = needles(spec)
+        if not (levels or literal):
+            return handle
+        found = finders(levels or [literal])  # type: ignore[list-item]
+        return (line for data, end in blocks(handle) for line in candidate_lines(data, end, found, literal))
+
+    def _file_matches(self, path: Path, spec: Filter, read: _Read) -> Iterator[Document]:
+        """One file's matches; what went wrong and the parse failures are counted in ``read``."""
+        try:
+            for doc in self._read(path, spec):
+                if PARSE_FAILURE_TAG in _tags(doc):
+                    read.failures += 1
+                if spec.matches(doc):
+                    yield doc
+            read.readable += 1
+        except (OSError, UnicodeError) as exc:
+            read.errors.append(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
+
+    def _matches(self, files: Sequence[Path], spec: Filter) -> Iterator[Document]:
+        read = _Read()
+        if self._parallel(files):
+            for part, share in _in_processes(self, files, spec):
+                self._done(share)
+                read.merge(part)
+                yield from part.docs
+            for message in read.errors:
+                self._error(message)
+        else:
+            for path in files:
+                told = len(read.errors)
+                yield from self._file_matches(path, spec, read)
+                for message in read.errors[told:]:
+                    self._error(message)
+        self.parse_failures += read.failures
+        if read.failures:
+            self.warn(f"{read.failures} line(s) could not be parsed (torn or garbled; prints are not counted); "
                       f"they are kept with tag {PARSE_FAILURE_TAG}: list them with `hvdlog grep --unparsed PATH`")
-        if not readable and files:
+        if not read.readable and files:
             raise SourceError("none of the log files could be read")
+
+    def _parallel(self, files: Sequence[Path]) -> bool:
+        return self.workers > 1 and len(files) > 1 and sum(_size(path) for path in files) >= PARALLEL_MIN_BYTES
+
+    def _done(self, files: Sequence[Path]) -> None:
+        """A worker process finished reading ``files`` (a hook for progress)."""
 
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every match (or the ``last`` N), sorted by time then rank."""
@@ -207,3 +257,52 @@ def _no_cycle_collection() -> Iterator[None]:
         if enabled:
             gc.enable()
 
+
+#: Below this many bytes in all, one process reads everything (starting workers costs more).
+PARALLEL_MIN_BYTES: Final = 16 * 2**20
+
+
+@dataclass
+class _Read:
+    """What reading some files gave: the matches (from a worker), what went wrong, the parse failures."""
+
+    docs: list[Document] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    failures: int = 0
+    readable: int = 0
+
+    def merge(self, other: _Read) -> None:
+        self.errors.extend(other.errors)
+        self.failures += other.failures
+        self.readable += other.readable
+
+
+def _read_share(files: Sequence[Path], spec: Filter, timezone: str | None, prefilter: bool) -> _Read:
+    """A worker's share: its files' matches in file order (the documents travel back pickled: an
+    analysis's few, not the files' lines)."""
+    source = FileSource([], timezone=timezone, prefilter=prefilter)
+    read = _Read()
+    for path in files:
+        read.docs.extend(source._file_matches(path, spec, read))
+    return read
+
+
+def _in_processes(source: FileSource, files: Sequence[Path], spec: Filter) -> Iterator[tuple[_Read, list[Path]]]:
+    """Each consecutive share of the files read by its own process, in order: concatenated, the
+    matches come in the order one process reading the files would give (the sort then ties the same)."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    paths = list(files)
+    step = -(-len(paths) // source.workers)
+    shares = [paths[start : start + step] for start in range(0, len(paths), step)]
+    count = len(shares)
+    with ProcessPoolExecutor(max_workers=count, mp_context=get_context("fork")) as pool:
+        yield from zip(pool.map(_read_share, shares, [spec] * count, [source.timezone] * count, [source.prefilter] * count), shares, strict=True)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0

@@ -1,12 +1,14 @@
 """``hvdlog jobs``: every job under a root or in the cluster, newest activity first.
 
 The first question on a root with hundreds of jobs, so it reads little: over files, the
-layout's paths give job, host and rank, ``stat`` gives the size, the first and last line of
-each ``.jsonl`` give the time span, and only the error and critical lines (a needle scan) are
-parsed for the status. Over Elasticsearch one aggregation by ``job`` gives the same figures
-(size on disk is not per job there: "size unknown"). Only jobs with errors are analysed
-further, by :func:`hvdlog.query.failures.first_failure`; the status rule is the report's
-(:func:`hvdlog.query.report.job_status`).
+layout's paths give job, host and rank, ``stat`` gives the size, the first line and the last
+lines of each ``.jsonl`` give the time span and the recent step interval, and only the error
+and critical lines (a needle scan) are parsed for the status. Over Elasticsearch one
+aggregation by ``job`` gives the same figures (size on disk is not per job there: "size
+unknown"). Only jobs with errors are analysed further, by
+:func:`hvdlog.query.failures.first_failure`; the status rule is the report's
+(:func:`hvdlog.query.report.job_status`, silence judged by the step interval), so ``jobs``
+and ``report`` give a job the same status.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from hvdlog.query.spec import Filter
 
 __all__ = ["JobRow", "from_aggregation", "from_files", "jobs_query"]
 
-#: Bytes read from the end of a file to find its last line.
-_TAIL: Final = 65536
+#: Bytes read from the end of a file: its last lines (a few dozen events).
+_TAIL: Final = 16384
 
 
 @dataclass
@@ -51,24 +53,28 @@ class JobRow:
         return asdict(self)
 
 
-def _edge_times(path: Path) -> tuple[int | None, int | None]:
-    """Times of the first and last lines of a ``.jsonl`` file (None when unreadable)."""
+def _edge_documents(path: Path) -> list[Document]:
+    """The first line and the last lines (up to :data:`_TAIL` bytes) of a ``.jsonl`` file as
+    documents: its time span, its last steps (how fast it went lately) and any exit record
+    at its end; empty when unreadable."""
     try:
         with open(path, "rb") as handle:
             first = handle.readline()
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - _TAIL))
-            lines = handle.read().rstrip(b"\n").rsplit(b"\n", 1)
+            start = max(handle.tell(), os.fstat(handle.fileno()).st_size - _TAIL)
+            handle.seek(start)
+            tail = handle.read().split(b"\n")
     except OSError:
-        return None, None
-    return _time_of(first), _time_of(lines[-1])
-
-
-def _time_of(line: bytes) -> int | None:
-    try:
-        doc = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return timestamp_millis(doc.get("@timestamp")) if isinstance(doc, dict) else None
+        return []
+    lines = [first, *(tail[1:] if start > len(first) else tail)]  # a cut first tail line is no document
+    docs = []
+    for line in lines:
+        try:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return docs
 
 
 def _job_of(path: Path, root: Path) -> str:
@@ -109,10 +115,11 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
             facts.ranks.add(rank)
         if (parsed := parse_path(path)) is not None:
             facts.hosts.add(parsed.host)
-        first, last = _edge_times(path) if path.name.endswith(".jsonl") else (None, None)
-        last = last or int(stat.st_mtime * 1000)
-        facts.first_ms = first if facts.first_ms is None or (first is not None and first < facts.first_ms) else facts.first_ms
-        facts.last_ms = max(facts.last_ms or 0, last)
+        edges = _edge_documents(path) if path.name.endswith(".jsonl") else []
+        for doc in edges:  # the same facts the report folds, from the file's ends only
+            facts.add(doc)
+        if not edges:  # a capture or an unreadable file: its last write is its last activity
+            facts.last_ms = max(facts.last_ms or 0, int(stat.st_mtime * 1000))
     errors = list(FileSource(files, warn=lambda _m: None).search(Filter(min_level="error")))
     return _row(facts, errors, size, len(files), where, now)
 
@@ -127,6 +134,11 @@ def _row(facts: JobFacts, errors: list[Document], size: int | None, files: int |
     )
 
 
+def _step_edge(order: str) -> dict[str, Any]:
+    """The earliest (``asc``) or latest (``desc``) stepped event's time and step."""
+    return {"top_hits": {"size": 1, "sort": [{"@timestamp": order}], "_source": ["@timestamp", "step"]}}
+
+
 def jobs_query(size: int = 10000) -> dict[str, Any]:
     """The aggregation: per job, time span, ranks, hosts, error count; newest first."""
     return {
@@ -138,6 +150,8 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
                 "ranks": {"terms": {"field": "rank", "size": 4096}},
                 "hosts": {"terms": {"field": "host.name", "size": 256}},
                 "errors": {"filter": {"terms": {"log.level": ["error", "critical"]}}},
+                # the stepping span, for the step interval that judges silence (JobFacts.step_seconds)
+                "stepped": {"filter": {"exists": {"field": "step"}}, "aggs": {"first": _step_edge("asc"), "last": _step_edge("desc")}},
             },
         }
     }
@@ -154,6 +168,11 @@ def from_aggregation(
         facts.hosts = {str(b["key"]) for b in bucket["hosts"]["buckets"]}
         facts.first_ms = int(bucket["first"]["value"]) if bucket["first"].get("value") is not None else None
         facts.last_ms = int(bucket["last"]["value"]) if bucket["last"].get("value") is not None else None
+        for edge in ("first", "last"):
+            for hit in bucket.get("stepped", {}).get(edge, {}).get("hits", {}).get("hits", []):
+                millis, step = timestamp_millis(hit["_source"].get("@timestamp")), hit["_source"].get("step")
+                if millis is not None and isinstance(step, int) and not isinstance(step, bool):
+                    facts.saw_step(millis, step)
         errors = errors_of(str(bucket["key"])) if bucket["errors"]["doc_count"] else []
         rows.append(_row(facts, errors, None, None, where, now))
     return rows

@@ -12,20 +12,20 @@ Every verdict says why in one line and how sure: ``certain``, ``likely`` or ``un
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.query.autotune import AutotuneResult, describe
 from hvdlog.query.failures import FAILURE_EVENTS, first_failure
 from hvdlog.query.resources import RESOURCE_EVENTS, figures, short
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, format_ranks
 from hvdlog.query.stalls import STALL_EVENTS, find_stalls
 from hvdlog.query.stragglers import STEP_EVENTS, RankProgress, stragglers
 
-__all__ = ["QUIET_SECONDS", "JobFacts", "collect", "iso", "job_status", "report"]
+__all__ = ["QUIET_SECONDS", "JobFacts", "autotune_section", "collect", "iso", "job_status", "report"]
 
 #: A job whose newest event is younger than this, with no failure and no exit record, is running.
 QUIET_SECONDS: Final = 300.0
@@ -47,6 +47,23 @@ class JobFacts:
     events: int = 0
     #: rank -> exit code, from the launcher's or the capture's lines.
     exit_codes: dict[int, int] = field(default_factory=dict)
+    #: (epoch ms, step) of the earliest and the latest timed event that carries a step.
+    first_step_at: tuple[int, int] | None = None
+    last_step_at: tuple[int, int] | None = None
+
+    def step_seconds(self) -> float | None:
+        """Mean seconds per step between the first and the last stepped event; None when they span no step.
+        ``report`` and ``jobs`` both judge silence by it, so they give a job the same status."""
+        if self.first_step_at is None or self.last_step_at is None or self.last_step_at[1] <= self.first_step_at[1]:
+            return None
+        return (self.last_step_at[0] - self.first_step_at[0]) / 1000 / (self.last_step_at[1] - self.first_step_at[1])
+
+    def saw_step(self, millis: int, step: int) -> None:
+        """A timed event at ``step``: widens the stepping span."""
+        if self.first_step_at is None or millis < self.first_step_at[0]:
+            self.first_step_at = (millis, step)
+        if self.last_step_at is None or millis > self.last_step_at[0]:
+            self.last_step_at = (millis, step)
 
     def add(self, doc: Document) -> None:
         """Fold one document into the facts."""
@@ -67,6 +84,8 @@ class JobFacts:
         if millis is not None:
             self.first_ms = millis if self.first_ms is None else min(self.first_ms, millis)
             self.last_ms = millis if self.last_ms is None else max(self.last_ms, millis)
+            if isinstance(step, int) and not isinstance(step, bool):
+                self.saw_step(millis, step)
 
 
 def collect(docs: Iterable[Document], on_progress: Callable[[int], None] | None = None) -> tuple[dict[str | None, JobFacts], list[Document]]:
@@ -95,13 +114,15 @@ def _verdict(state: str, confidence: str, reasoning: str) -> dict[str, str]:
     return {"state": state, "confidence": confidence, "reasoning": reasoning}
 
 
-def job_status(facts: JobFacts, failure: Mapping[str, Any] | None, now: float | None = None, step_seconds: float | None = None) -> dict[str, str]:
+def job_status(facts: JobFacts, failure: Mapping[str, Any] | None, now: float | None = None) -> dict[str, str]:
     """running / finished / failed / recovered / unknown, with how sure and why (one line).
 
     Without a failure or exit records, silence decides: a job is running while its newest
-    event is younger than 20 of its step intervals (at least 30 s; :data:`QUIET_SECONDS`
-    when it logs no steps). A hung rank is not silent: its watchdog keeps reporting.
+    event is younger than 20 of its step intervals (:meth:`JobFacts.step_seconds`; at least
+    30 s, at most :data:`QUIET_SECONDS`, which is also the rule when it logs no steps). A
+    hung rank is not silent: its watchdog keeps reporting.
     """
+    step_seconds = facts.step_seconds()
     if failure is not None:
         recovered = failure.get("recovered")
         if recovered:
@@ -210,6 +231,13 @@ def resource_section(found: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     return {"ranks": {rank: dict(values) for rank, values in found.items()}, "summary": text + (" …" if len(found) > 4 else "")}
 
 
+def autotune_section(result: AutotuneResult | None) -> dict[str, Any] | None:
+    """The fusion threshold and cycle time Horovod's autotuner kept; None when the job did not autotune."""
+    if result is None:
+        return None
+    return {**asdict(result), "summary": describe(result)}
+
+
 def _searcher(kept: list[Document]) -> Callable[[Filter], Iterable[Document]]:
     """Search the kept documents like a source (for find_stalls, which asks twice)."""
     return lambda spec: (doc for doc in kept if spec.matches(doc))
@@ -222,8 +250,10 @@ def report(
     culprits: Callable[[Any], list[Any]],
     base: Filter | None = None,
     now: float | None = None,
+    autotune: Mapping[str, AutotuneResult] | None = None,
 ) -> list[dict[str, Any]]:
-    """One report per job, newest activity last; the analyses run on the kept documents only."""
+    """One report per job, newest activity last; the analyses run on the kept documents only.
+    ``autotune``: per job, what Horovod's autotuner kept (from the job folder's log)."""
     base = replace(base or Filter(), any_of=())
     failures = {str(r.job): r.to_json() for r in first_failure(d for d in kept if Filter(any_of=FAILURE_EVENTS).matches(d))}
     episodes = [e.to_json() for e in find_stalls(_searcher(kept), base)]
@@ -233,8 +263,6 @@ def report(
     for job, job_facts in sorted(facts.items(), key=lambda item: item[1].last_ms or 0):
         failure = failure_section(failures.get(str(job)))
         timeline = timelines.get(job) or (timelines.get(None) if len(facts) == 1 else None)
-        rates = [row.steps_per_sec for row in rows if row.job == job and row.steps_per_sec]
-        step_seconds = 1 / statistics.median(rates) if rates else None
         reports.append({
             "job": job,
             "ranks": sorted(job_facts.ranks),
@@ -244,12 +272,13 @@ def report(
             "last": iso(job_facts.last_ms),
             "last_step": job_facts.last_step,
             "events": job_facts.events,
-            "status": job_status(job_facts, failure, now, step_seconds),
+            "status": job_status(job_facts, failure, now),
             "first_failure": failure,
             "stalls": stall_section([e for e in episodes if e.get("job") == job]),
             "stragglers": straggler_section([row for row in rows if row.job == job]),
             "timeline": timeline_section(timeline, culprits(timeline) if timeline is not None else []),
             "resources": resource_section({rank: values for (j, rank), values in resources.items() if j == job}),
+            "autotune": autotune_section((autotune or {}).get(str(job))),
         })
     return reports
 

@@ -18,7 +18,7 @@ tallies merge exactly and in any order, so the answer is the same as with one.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from multiprocessing import get_context
@@ -37,7 +37,10 @@ from hvdlog.query.scan import blocks, candidate_lines, finders
 from hvdlog.query.spec import Filter
 from hvdlog.query.stragglers import EPOCH_FIELD, Tally
 
-__all__ = ["StepRead", "read_steps"]
+__all__ = ["Advance", "StepRead", "read_steps"]
+
+#: Called with (bytes, files) each time files are read: a progress line (the CLI's) counts them.
+Advance = Callable[[int, int], None]
 
 _NEEDLES: Final = (b'"step"', b'"resources"')
 #: Below this many bytes in all, one process reads everything (starting workers costs more).
@@ -142,10 +145,12 @@ def read_file(path: Path, spec: Filter, timezone: str | None = None) -> StepRead
     return read
 
 
-def _read_many(paths: Sequence[Path], spec: Filter, timezone: str | None) -> StepRead:
+def _read_many(paths: Sequence[Path], spec: Filter, timezone: str | None, advance: Advance | None = None) -> StepRead:
     total = StepRead()
     for path in paths:
         total.merge(read_file(path, spec, timezone))
+        if advance is not None:
+            advance(_size(path), 1)
     return total
 
 
@@ -156,18 +161,26 @@ def _chunks(paths: list[Path], count: int) -> list[list[Path]]:
     return [paths[start : start + share] for start in range(0, len(paths), share)]
 
 
-def read_steps(source: FileSource, spec: Filter, workers: int = 1) -> StepRead:
-    """Every events file of the source, by ``workers`` processes; the source's warnings are raised as usual."""
+def read_steps(
+    source: FileSource, spec: Filter, workers: int = 1, watch: Callable[[list[Path]], Advance] | None = None,
+) -> StepRead:
+    """Every events file of the source, by ``workers`` processes; the source's warnings are raised as usual.
+
+    ``watch(files)``, if given, returns what to tell as files are read: each file in one
+    process, each worker's share as it comes back with several."""
     files = source.files(spec)
+    advance = watch(files) if watch is not None else None
     size = sum(_size(path) for path in files)
     if workers <= 1 or len(files) < 2 or size < PARALLEL_MIN_BYTES:
-        result = _read_many(files, spec, source.timezone)
+        result = _read_many(files, spec, source.timezone, advance)
     else:
         result = StepRead()
         shares = _chunks(files, workers)
         with ProcessPoolExecutor(max_workers=len(shares), mp_context=get_context("fork")) as pool:
-            for part in pool.map(_read_many, shares, [spec] * len(shares), [source.timezone] * len(shares)):
+            for share, part in zip(shares, pool.map(_read_many, shares, [spec] * len(shares), [source.timezone] * len(shares)), strict=True):
                 result.merge(part)
+                if advance is not None:
+                    advance(sum(_size(path) for path in share), len(share))
     source.report(result.errors, result.parse_failures, result.readable, len(files))
     return result
 

@@ -125,6 +125,8 @@ class RankProgress:
     seconds: float | None = None
     #: Evidence that was found but not believed, and why ("" when none).
     discounted: str = ""
+    #: The quartiles of the rank's samples/s (a quarter of its steps were slower / faster): how steady it was.
+    samples_quartiles: tuple[float, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields, for ``--json``."""
@@ -176,15 +178,19 @@ class RankTrack:
 
     def median_samples(self) -> float | None:
         """The median ``samples_per_sec`` (its bin's middle, to 3 significant digits: within 0.5 %)."""
+        return self.samples_quantile(0.5)
+
+    def samples_quantile(self, share: float) -> float | None:
+        """The ``samples_per_sec`` below which ``share`` of the rank's steps lie (its bin's middle)."""
         total = sum(self.samples.values())
         if not total:
             return None
         seen = 0
         for key in sorted(self.samples):
             seen += self.samples[key]
-            if seen * 2 >= total:
+            if seen >= share * total:
                 return float(f"{key + 10.0 ** (decade(key) - 2) / 2:.3g}")
-        return None  # pragma: no cover - the loop always reaches half
+        return None  # pragma: no cover - the loop always reaches the share
 
     def rate(self) -> float | None:
         """Steps per second over the rank's own events."""
@@ -235,8 +241,10 @@ class Tally:
 
 def _row(job: str | None, epoch: int, rank: int, track: RankTrack) -> RankProgress:
     seconds = None if track.first_ms is None or track.last_ms is None else round((track.last_ms - track.first_ms) / 1000, 3)
+    low, high = track.samples_quantile(0.25), track.samples_quantile(0.75)
     return RankProgress(job, rank, track.host, track.events, track.first_step, track.last_step, track.last_seen,
-                        track.rate(), track.median_samples(), epoch=epoch, seconds=seconds)
+                        track.rate(), track.median_samples(), epoch=epoch, seconds=seconds,
+                        samples_quartiles=(low, high) if low is not None and high is not None else None)
 
 
 def _enough(row: RankProgress, min_steps: int, min_seconds: float) -> bool:
@@ -320,31 +328,45 @@ def _flag_on_steps(rows: list[RankProgress], enough: list[RankProgress], min_lag
         row.outlier = bool(row.reasons)
 
 
+def _steady(row: RankProgress) -> tuple[float, float] | None:
+    """(its slow quartile, its fast quartile) of samples/s; the median twice when they are unknown."""
+    if row.samples_per_sec is None:
+        return None
+    if row.samples_quartiles is None:
+        return row.samples_per_sec, row.samples_per_sec
+    return row.samples_quartiles
+
+
 def corroborate(rows: Iterable[RankProgress], tolerance: float = 0.4) -> None:
     """Drop timeline evidence that the rank's own figures contradict.
 
     Being last ready is also what a rank is when its requests travel further: under CPU
     contention the coordinator's peer is "last" in most negotiations of a healthy 2-rank job
     (measured: 236 of 288, 41 ms median, in the contention test). A timeline flag stands only
-    when the rank does not report ``samples_per_sec``, or its samples/s is below the best of
-    the other ranks' by ``tolerance``.
+    when the rank does not report ``samples_per_sec``, or it was steadily slower than the best
+    other rank: its fast quartile of samples/s (three quarters of its steps were slower) is
+    below that rank's slow quartile by ``tolerance``. A median gap alone is what a noisy,
+    overlapping pair of ranks also shows.
     """
     by_job: dict[tuple[str | None, int], list[RankProgress]] = {}
     for row in rows:
         by_job.setdefault((row.job, row.epoch), []).append(row)
     for job_rows in by_job.values():
         for row in job_rows:
-            others = [other.samples_per_sec for other in job_rows if other is not row and other.samples_per_sec is not None]
-            if "timeline" not in row.evidence or row.samples_per_sec is None or not others:
+            mine = _steady(row)
+            others = [quartiles for other in job_rows if other is not row and (quartiles := _steady(other)) is not None]
+            if "timeline" not in row.evidence or mine is None or not others:
                 continue
-            if row.samples_per_sec <= (1 - tolerance) * max(others):
+            best_slow = max(quartiles[0] for quartiles in others)
+            if mine[1] <= (1 - tolerance) * best_slow:
                 continue
             said = [reason for reason in row.reasons if reason.startswith("timeline:")]
             row.reasons = [reason for reason in row.reasons if not reason.startswith("timeline:")]
             row.evidence = [kind for kind in row.evidence if kind != "timeline"]
             row.outlier = bool(row.reasons)
-            row.discounted = (f"{'; '.join(said)}; but its own samples/s {row.samples_per_sec:g} is not {tolerance:.0%} below "
-                              f"the others' ({max(others):g}): waits from scheduling or transport, not a slow rank")
+            row.discounted = (f"{'; '.join(said)}; but its own samples/s (median {row.samples_per_sec:g}, a quarter of its steps at "
+                              f"{mine[1]:g} or faster) is not steadily {tolerance:.0%} below the others' (a quarter of their steps at "
+                              f"{best_slow:g} or slower): waits from scheduling or transport, not a slow rank")
 
 
 def settle(rows: Iterable[RankProgress]) -> None:

@@ -224,7 +224,9 @@ def _started(part: _Part, method: str = "start") -> _Part:
 
 
 def _timeline(config: Configuration, max_bytes: int, backups: int) -> TimelineCapture:
-    capture = TimelineCapture(config.path.parent, config.emit, max_bytes=max_bytes, backups=backups)
+    capture = TimelineCapture(
+        config.path.parent, config.emit, max_bytes=max_bytes, backups=backups, rank=lambda: config.static.get("rank"),
+    )
     capture.prepare()
     capture.start()
     return capture

@@ -38,6 +38,7 @@ from hvdlog.runtime.clock import HEAD as _HEAD
 from hvdlog.runtime.clock import THOUSANDS_B as _THOUSANDS_B
 from hvdlog.runtime.clock import UtcClock
 from hvdlog.runtime.safe_json import MAX_LINE_BYTES, default, dumps_event, failure_line, sort_fields
+from hvdlog.runtime.secrets import Redactor
 
 __all__ = ["METHOD_LEVELS", "EcsJsonRenderer", "level_name"]
 

@@ -21,12 +21,14 @@ Nothing here may raise into training: failures become one warning event.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -66,8 +68,16 @@ def _horovod_initialized() -> bool:
 class TimelineCapture(Periodic):
     """Points Horovod's timeline into the job directory and keeps it within bounds."""
 
-    def __init__(self, directory: Path, emit: Emit, *, max_bytes: int, backups: int, check_seconds: float = 5.0) -> None:
+    def __init__(
+        self, directory: Path, emit: Emit, *, max_bytes: int, backups: int, check_seconds: float = 5.0,
+        rank: Callable[[], int | None] = lambda: None,
+    ) -> None:
         super().__init__()
+        #: The rank hvdlog's fields hold (a launcher's, or Horovod's after init): who writes the
+        #: timeline once Horovod is shut down and can no longer be asked.
+        self.rank = rank
+        self._writes_timeline: bool | None = None
+        self._stopped = False
         self.directory = directory
         self.emit = emit
         self.max_bytes = max_bytes
@@ -98,6 +108,9 @@ class TimelineCapture(Periodic):
         env["HOROVOD_TIMELINE"] = str(self.path)
         env.setdefault("HOROVOD_CACHE_CAPACITY", "0")
         self.owned = True
+        # Registered before hvd.init() registers Horovod's own shutdown, so it runs after it
+        # (atexit is last in, first out): the file is whole then, and its end is exported.
+        atexit.register(self.stop)
 
     def start(self) -> None:
         """Start the size watch (only useful on the rank that writes, found once Horovod is up)."""
@@ -106,18 +119,47 @@ class TimelineCapture(Periodic):
         self.start_thread("hvdlog-timeline")
 
     def stop(self) -> None:
-        """Stop the size watch, export what is left (Horovod closes the file at its own shutdown).
+        """Stop the size watch and export the rest (idempotent; also run at interpreter exit).
 
-        Horovod's timeline writer is a thread with a queue: the last collectives before
-        shutdown reach the file a moment later. So the export repeats until the file has not
-        grown for :data:`SETTLE_S` (at most :data:`SETTLE_MAX_S`, on the writing rank only).
+        Horovod holds the end of the last collective until its timeline closes (0.28.1: the
+        final ``E`` record), so with Horovod still up on the writing rank the timeline is
+        closed here with ``hvd.stop_timeline()``: nothing is recorded after
+        ``hvdlog.shutdown()``. After ``hvd.shutdown()`` the file is already whole. Horovod's
+        writer is a thread with a queue, so the export repeats until the file has not grown
+        for :data:`SETTLE_S` (at most :data:`SETTLE_MAX_S`, on the writing rank only).
         """
+        if self._stopped:
+            return
+        self._stopped = True
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.stop)
         self.stop_thread()
         with contextlib.suppress(Exception):  # shutdown of a logging helper must not raise
+            self._close_timeline()
             self._export()
             self._settle()
         if self._writer is not None:
             self._writer.close()
+
+    def _close_timeline(self) -> None:
+        """``hvd.stop_timeline()`` where this process writes the timeline hvdlog set and Horovod still runs."""
+        if self.owned and _horovod_initialized() and self._writes():
+            sys.modules["horovod.torch"].stop_timeline()
+
+    def _writes(self) -> bool:
+        """Whether this process writes the (non-elastic) timeline: Horovod's rank 0.
+
+        Asked of Horovod while it runs (and remembered); after ``hvd.shutdown()``, the last
+        answer, else the rank in hvdlog's fields. No rank there means no launcher gave one:
+        a one-process Horovod, whose only rank is 0.
+        """
+        if _horovod_initialized():
+            with contextlib.suppress(Exception):  # shutting down under us: fall back below
+                self._writes_timeline = sys.modules["horovod.torch"].rank() == 0
+        if self._writes_timeline is None:
+            rank = self.rank()
+            return rank is None or rank == 0
+        return self._writes_timeline
 
     def _settle(self) -> None:
         """Export again until the timeline stops growing (bounded; only where this rank exported)."""
@@ -194,7 +236,7 @@ class TimelineCapture(Periodic):
         if self.elastic:
             if not self._segment(self.segments).exists():
                 return
-        elif not _horovod_initialized() or sys.modules["horovod.torch"].rank() != 0:
+        elif not self._writes() or (self._follower is None and not self._segment(self.segments).exists()):
             return
         with self._lock:
             self._export_locked()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -100,3 +101,14 @@ class TestRun:
         assert len(docs) >= 4 and {doc["job"] for doc in docs} == {"j"}
         (line,) = autotune_line([tmp_path / "j"])
         assert line.startswith("autotune (job j): ") and " MB, cycle time " in line
+        # what stragglers and report show: the same line, and report's JSON section
+        from click.testing import CliRunner
+
+        from hvdlog.cli.main import cli
+
+        shown = CliRunner().invoke(cli, ["stragglers", str(tmp_path)])
+        assert line in shown.output.splitlines(), shown.output
+        reported = CliRunner().invoke(cli, ["report", "--json", str(tmp_path)])
+        (job,) = [json.loads(text) for text in reported.output.splitlines() if text.startswith("{")]
+        assert job["autotune"]["summary"] in line and job["autotune"]["samples"] >= 3, job.get("autotune")
+        assert CliRunner().invoke(cli, ["report", str(tmp_path)]).output.count(job["autotune"]["summary"]) == 1

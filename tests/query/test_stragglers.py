@@ -121,6 +121,31 @@ class TestJudgement:
             assert rows[1].outlier is kept
             assert rows[1].verdict.startswith("straggler: rank 1 (likely, on timeline)" if kept else "no straggler: rank 1: timeline")
 
+    def test_a_median_gap_between_overlapping_ranks_does_not_keep_a_timeline_flag(self) -> None:
+        """2 noisy ranks whose medians are half apart (450 and 900 samples/s, which the median rule
+        alone took as slow) but whose steps overlap (rank 1 between 150 and 750, rank 0 between 300
+        and 1,500): not steadily slower, so the flag is dropped; the same medians, steady, keep it."""
+        from hvdlog.query.stragglers import corroborate, settle
+
+        def noisy(rank: int, values: list[float]) -> list[dict[str, Any]]:
+            docs = _events(rank, 1.0, steps=len(values))
+            for doc, value in zip(docs, values, strict=True):
+                doc["samples_per_sec"] = value
+            return docs
+
+        spread = [0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0] * 4
+        for steady, kept in ((False, False), (True, True)):
+            fast = [900.0 * (1 if steady else f / 1.2) for f in spread]
+            slow = [450.0 * (1 if steady else f / 1.2) for f in spread]
+            rows = stragglers(noisy(0, fast) + noisy(1, slow))
+            rows[1].reasons.append("timeline: last ready in 90/100 negotiations")
+            rows[1].evidence.append("timeline")
+            rows[1].outlier = True
+            corroborate(rows)
+            settle(rows)
+            assert rows[1].outlier is kept, rows[1].discounted
+            assert kept or "not steadily 40% below" in rows[1].discounted
+
 
 class TestTally:
     def test_merging_in_any_order_is_the_single_pass(self) -> None:

@@ -95,3 +95,55 @@ def test_too_late_is_a_warning_not_an_error(tmp_path: Path) -> None:
     (warning,) = [e for e in events(tmp_path) if e["log.level"] == "warning"]
     assert "before hvd.init()" in warning["message"]
     assert not list((tmp_path / "logs").glob("*/*/horovod-timeline*.json"))
+
+
+def _exported(job_dir: Path) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
+    """(documents the live export wrote, documents an offline read of the finished raw timeline gives), as keys."""
+    from hvdlog.timeline_format.documents import documents
+    from hvdlog.timeline_format.records import negotiations_and_runs
+
+    (raw,) = job_dir.glob("*/horovod-timeline.json")
+    exports = list(job_dir.glob("*/horovod-timeline*.ndjson"))
+    live = [orjson.loads(line) for export in exports for line in export.read_bytes().splitlines()]
+    offline = list(documents(negotiations_and_runs([raw]), None, None))
+
+    def key(doc: dict) -> tuple[str, str, str]:
+        return doc["@timestamp"], doc["event.action"], doc["horovod.timeline.tensor"]
+
+    return sorted(map(key, live)), sorted(map(key, offline))
+
+
+_SHUTDOWN_SCRIPT = """
+    import sys, torch, hvdlog
+    hvdlog.configure(root=sys.argv[1], job="end", timeline=True, capture_native=False, stall_after=None, install_hooks=False)
+    import horovod.torch as hvd
+    hvd.init()
+    for i in range(40):
+        hvd.allreduce(torch.ones(4), name=f"grad.{i % 4}")
+    hvd.allreduce(torch.ones(4), name="the.last.one")
+    ORDER
+"""
+
+
+@pytest.mark.parametrize("order", ["hvd.shutdown(); hvdlog.shutdown()", "hvdlog.shutdown(); hvd.shutdown()", "pass  # atexit"])
+def test_the_last_collectives_are_exported_at_shutdown(tmp_path: Path, order: str) -> None:
+    """Whatever the shutdown order (or none: the interpreter's exit), the export holds every
+    document of the finished timeline, the last collective included. The job is shorter than
+    the 5 s size watch, so everything is exported at shutdown."""
+    run_script(tmp_path, _SHUTDOWN_SCRIPT.replace("ORDER", order))
+    live, offline = _exported(tmp_path / "logs" / "end")
+    assert len(offline) >= 40, offline  # a negotiation and a run per collective, minus what Horovod itself drops at exit
+    assert live == offline
+    assert ("operation", "allreduce.the.last.one") in {(action, tensor) for _, action, tensor in live}
+
+
+def test_one_export_per_timeline_under_horovodrun(tmp_path: Path) -> None:
+    """Two ranks on one host share the job directory: only rank 0 (the timeline's writer) exports, once."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(_SHUTDOWN_SCRIPT.replace("ORDER", "pass  # atexit")))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("HOROVOD_", "HVDLOG_"))}
+    result = subprocess.run(["horovodrun", "-np", "2", "--gloo", sys.executable, str(script), str(tmp_path / "logs")],
+                            capture_output=True, text=True, timeout=180, env=clean, check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    live, offline = _exported(tmp_path / "logs" / "end")
+    assert len(offline) >= 40 and live == offline  # not twice: rank 1 exported nothing

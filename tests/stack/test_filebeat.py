@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -253,6 +254,22 @@ class TestPaths:
                     assert (fields["process.pid"], fields["horovod.launcher.stream"]) == (4242, kind)
 
 
+    def test_unknown_rank_files(self, tmp_path: Path) -> None:
+        """rank-unknown-pid<N> files (a process no launcher gave a rank) go to the same inputs; their
+        native events get job, host, stream and pid from the path, and no rank (unknown by absence)."""
+        env = _env(tmp_path, "node1")
+        expected = {"events": "hvdlog-events", "stdout": "hvdlog-native", "stderr": "hvdlog-native"}
+        for kind, input_id in expected.items():
+            path = tmp_path / "job-1" / "node1" / f"rank-unknown-pid4242.{layout.KINDS[kind]}"
+            for candidate in (path, Path(f"{path}.2")):
+                readers = [i for i, config in INPUTS.items() if _matches(candidate, config, env)]
+                assert readers == [input_id], f"{candidate.name}: read by {readers}"
+                fields = _path_fields(INPUTS[input_id], candidate, env)
+                assert fields is not None and "rank" not in fields and (fields["job"], fields["host.name"]) == ("job-1", "node1")
+                if kind != "events":
+                    assert (fields["process.pid"], fields["horovod.launcher.stream"]) == (4242, kind)
+
+
 class TestMultiline:
     """The native input's multiline parsers, applied as Filebeat applies them."""
 
@@ -356,6 +373,37 @@ class TestRealFilebeat:
         assert any("During handling of the above exception" in e["message"] and e["message"].count("Traceback (most recent call last):") == 2
                    for e in tracebacks)
         assert sum("Missing ranks:" in e["message"] for e in events) >= 3
+
+
+    def test_ships_a_process_without_rank(self, tmp_path: Path) -> None:
+        """A plain `python` run through hvdlog (no launcher: rank-unknown-pid<N> files): every event
+        shipped with the job and host, none with a rank (the template's integer field stays absent,
+        never a word that Elasticsearch would refuse), native ones with the process's pid and stream."""
+        root = tmp_path / "root"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("HOROVOD_", "HVDLOG_", "OMPI_", "PMI", "SLURM_"))}
+        script = ("import sys, hvdlog\n"
+                  "hvdlog.configure(root=sys.argv[1], job='solo', stall_after=None)\n"
+                  "hvdlog.get_logger().info('hello', step=1)\nprint('a plain print', flush=True)\n"
+                  "print('an error line', file=sys.stderr, flush=True)\nhvdlog.shutdown()\n")
+        result = subprocess.run([sys.executable, "-c", script, str(root)], env={**clean, "PYTHONPATH": str(REPO)},
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+        (node,) = (root / "solo").iterdir()
+        host = node.name
+        files = sorted(node.glob("rank-unknown-pid*"))
+        assert [p.name.split(".", 1)[1] for p in files] == ["jsonl", "stderr.log", "stdout.log"], files
+        pid = int(files[0].name.split(".")[0].removeprefix("rank-unknown-pid"))
+        (tmp_path / "fb").mkdir()
+        events = _run_filebeat(root, host, tmp_path / "fb", 3)
+        by_message = {e["message"].split("Z ", 1)[-1]: e for e in events}
+        assert set(by_message) == {"hello", "a plain print", "an error line"}, [e["message"] for e in events]
+        for event in events:
+            assert (event["job"], event["host"]["name"]) == ("solo", host), event
+            assert event.get("rank") is None, event  # absent (native) or null (the event's own: no rank)
+        for message, stream in (("a plain print", "stdout"), ("an error line", "stderr")):
+            native = by_message[message]
+            assert (native["process"]["pid"], native["horovod"]["launcher"]["stream"]) == (pid, stream)
+            assert "rank" not in native and "error" not in native and "log.flags" not in json.dumps(native)
 
 
 def stall_report(ranks: int) -> list[str]:

@@ -231,12 +231,12 @@ class TestRealJobs:
         _assert_rank1_named(tmp_path / "gloo-tl")
         top = _hvdlog("timeline", "--top", "3", str(tmp_path / "gloo-tl"))
         assert top.returncode == 0 and "YES: the others waited for it" in top.stdout, top.stdout + top.stderr
-        # Rank 0 exported the timeline live for Filebeat: the file's negotiations (but for the last few
-        # Horovod may write after hvdlog.shutdown()), naming the same rank.
+        # Rank 0 exported the timeline live for Filebeat: every negotiation of the file (train.py calls
+        # hvdlog.shutdown() before Horovod's exit: hvdlog closes the timeline it set, so none comes after), naming the same rank.
         (export,) = (tmp_path / "gloo-tl").glob("*/horovod-timeline.ndjson")
         shipped = summarise(records_from_documents(map(orjson.loads, export.read_bytes().splitlines())))
         whole = analyse_files([timeline])
-        assert whole.negotiations - 3 <= shipped.negotiations <= whole.negotiations
+        assert shipped.negotiations == whole.negotiations > 50
         assert [r.rank for r in culprits(shipped)] == [1]
         rows = {row["rank"]: row for row in map(orjson.loads, _hvdlog("stragglers", "--json", str(tmp_path / "gloo-tl")).stdout.splitlines())}
         for rank in (0, 1):
