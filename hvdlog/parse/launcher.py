@@ -83,14 +83,14 @@ def split_prefixed(line: str) -> Tagged:
         if fields is not None:
             fields["horovod.launcher.format"] = "srun"
             return Tagged(fields.pop(_PAYLOAD, ""), fields)
-    fields = _COLLECTOR.match(line)
-    if fields is not None:
-        return Tagged(fields.pop(_PAYLOAD, ""), {})
-    if "] " in head or "Traceback" in head or "*** SIG" in head:
+    if "] " in head or "Traceback" in head or "*** SIG" in head:  # also behind a collector's prefix
         fields = _PREFIXED_CORE.match(line)
         if fields is not None:
             prefix = fields[_PREFIX]
             return Tagged(line[len(prefix):], {_PREFIX: prefix})
+    fields = _COLLECTOR.match(line)
+    if fields is not None:
+        return Tagged(fields.pop(_PAYLOAD, ""), {})
     return Tagged(line, {})
 
 

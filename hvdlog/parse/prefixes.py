@@ -177,13 +177,16 @@ class PrefixMemory:
         prefix = tagged.fields.pop(_PREFIX, None)
         if prefix:
             self.learn(prefix)
-        elif tagged.fields or tagged.payload != line:
-            self._settled = self._settled or bool(tagged.fields)
             return tagged
-        elif self._shape is not None:
-            return Tagged(self.cut(line), {})
-        elif not self._settled and self._confirmed(line, arrival):
-            return None if self._held is not None else Tagged(self.cut(line), {})
+        if tagged.fields:  # a tag at column 0 (or behind a collector's prefix): no prefix to learn
+            self._settled = True
+            return tagged
+        if self._shape is None and not self._settled and self._confirmed(line, arrival) and self._held is not None:
+            return None
+        if self._shape is not None:  # also over a collector's prefix: it is part of the learned one
+            found = self._shape.match(line)
+            if found is not None:
+                return Tagged(line[found.end():], {})
         return tagged
 
     def _confirmed(self, line: str, arrival: str | None) -> bool:
