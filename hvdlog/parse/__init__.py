@@ -25,8 +25,9 @@ from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse.jsonl import APP_DATASET, TooDeepError, decode_event, event_builder, event_builders, loads_replacing, nest
 
 if TYPE_CHECKING:
-    from hvdlog.parse.launcher import PrefixMemory
+    from hvdlog.parse.launcher import Tagged, TagSplitter
     from hvdlog.parse.native import Chatter, NativeParser
+    from hvdlog.parse.prefixes import PrefixMemory
 
 __all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
 
@@ -96,17 +97,16 @@ def parse_lines(
             yield from _events_file(lines, path, parser, timezone, chatter, size)
             return
     from hvdlog.parse.arrival import split_arrival
-    from hvdlog.parse.launcher import PrefixMemory, TagSplitter, path_fields
+    from hvdlog.parse.launcher import TagSplitter, path_fields
+    from hvdlog.parse.prefixes import PrefixMemory
 
     native = parser or _native_parser(timezone, chatter, size)
-    base: dict[str, Any] = {}
-    if path is not None:
-        base = {"log.file.path": path, **path_fields(path)}
+    base: dict[str, Any] = {} if path is None else {"log.file.path": path, **path_fields(path)}
     # A rank's stdout/stderr capture never holds our JSON events (a JSON-looking print stays
     # a print, as in Logstash's native pipeline); elsewhere (stdin, a console capture) a line
     # that decodes to a JSON object is taken as one of our events.
-    splitter = TagSplitter()
-    prefixes = PrefixMemory()
+    prefixes = PrefixMemory(neighbours="rank" not in base)
+    splitter = TagSplitter(prefixes.strip, prefixes.learn)
     sniff_json = "horovod.launcher.stream" not in base
     for raw in lines:
         line, arrival = split_arrival(decode_line(raw))
@@ -117,15 +117,46 @@ def parse_lines(
                 continue
         if "\x1b" in line or "\r" in line:  # colour codes, tqdm's progress: what a terminal shows
             line = _shown(line, prefixes)
-        # no gloo/Open MPI tag (the common case of per-rank files): only a known prefix to strip
-        pieces = (prefixes.strip(line),) if "]<" not in line else splitter.feed(line)
+        if prefixes.holding:  # the file's first line waits for this one to confirm its prefix
+            yield from _replayed(prefixes.release(line, arrival), prefixes, splitter, native, base)
+            if prefixes.holding:
+                continue
+        line = prefixes.cut(line)
+        # no gloo/Open MPI tag (the common case of per-rank files): only a prefix to learn or strip
+        pieces = splitter.feed(line, arrival) if "]<" in line else _held_or(prefixes.strip(line, arrival))
         for payload, tag in pieces:
             docs = native.feed(payload, {**base, **tag} if tag else base, arrival)
             if docs:
                 yield from docs
+    yield from _closed(prefixes, splitter, native, base)
+
+
+def _closed(prefixes: PrefixMemory, splitter: TagSplitter, native: NativeParser, base: dict[str, Any]) -> Iterator[Document]:
+    """What the input's end completes: a line still held, pieces of lines, open blocks."""
+    if prefixes.holding:
+        yield from _replayed(prefixes.release(None), prefixes, splitter, native, base)
     for payload, tag in splitter.close():
         yield from native.feed(payload, {**base, **tag} if tag else base)
     yield from native.close()
+
+
+def _held_or(tagged: Tagged | None) -> tuple[Tagged, ...]:
+    """The line to read: none while it is held (see PrefixMemory.strip)."""
+    return () if tagged is None else (tagged,)
+
+
+def _replayed(
+    held: list[tuple[str, str | None]], prefixes: PrefixMemory, splitter: TagSplitter, native: NativeParser, base: dict[str, Any],
+) -> Iterator[Document]:
+    """The documents of lines held while the file's prefix was unknown, read now (without it, if learned)."""
+    prefixes.replaying = True
+    try:
+        for line, arrival in held:
+            line = prefixes.cut(line)
+            for payload, tag in splitter.feed(line, arrival) if "]<" in line else [prefixes.strip(line, arrival)]:  # type: ignore[misc]
+                yield from native.feed(payload, {**base, **tag} if tag else base, arrival)
+    finally:
+        prefixes.replaying = False
 
 
 def _shown(line: str, prefixes: PrefixMemory) -> str:
@@ -136,7 +167,7 @@ def _shown(line: str, prefixes: PrefixMemory) -> str:
     line = visible(line) if "\x1b" in line else line
     if "\r" not in line:
         return line
-    payload, tag = prefixes.strip(line)
+    payload, tag = prefixes.peek(line)
     if not tag or "\r" not in payload:
         return visible(line)
     return line[: len(line) - len(payload)] + visible(payload)

@@ -9,11 +9,12 @@ timestamp), MPICH/Hydra ``[3] ``. Tags are parsed with the grok patterns of
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["PrefixMemory", "TagSplitter", "Tagged", "path_fields", "strip_tag", "visible"]
+__all__ = ["TagSplitter", "Tagged", "path_fields", "split_prefixed", "strip_tag", "visible"]
 
 _OPENMPI: Final = compile_pattern("HOROVOD_OPENMPI_LINE")
 _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
@@ -54,13 +55,14 @@ def strip_tag(line: str) -> Tagged:
     """Split the launcher tag off ``line`` (and a collector's prefix before it: kubectl,
     CRI, log viewers, any scheduler's, see HOROVOD_SCHEDULER_PREFIX); Open MPI tags inside
     the payload are removed."""
-    tagged = _strip_tag(line)
+    tagged = split_prefixed(line)
     tagged.fields.pop(_PREFIX, None)
     return tagged
 
 
-def _strip_tag(line: str) -> Tagged:
-    """:func:`strip_tag`, the scheduler prefix kept in the fields (``@metadata.hvd.prefix``)."""
+def split_prefixed(line: str) -> Tagged:
+    """:func:`strip_tag`, the scheduler prefix kept in the fields (``@metadata.hvd.prefix``):
+    hvdlog/parse/prefixes.py learns it for the file's other lines."""
     head = line[:200]
     if ">:" in head:
         fields = _OPENMPI.match(line)
@@ -81,43 +83,20 @@ def _strip_tag(line: str) -> Tagged:
         if fields is not None:
             fields["horovod.launcher.format"] = "srun"
             return Tagged(fields.pop(_PAYLOAD, ""), fields)
-    fields = _COLLECTOR.match(line)
-    if fields is not None:
-        return Tagged(fields.pop(_PAYLOAD, ""), {})
-    if "] " in head or "Traceback" in head or "*** SIG" in head:
+    if "] " in head or "Traceback" in head or "*** SIG" in head:  # also behind a collector's prefix
         fields = _PREFIXED_CORE.match(line)
         if fields is not None:
             prefix = fields[_PREFIX]
             return Tagged(line[len(prefix):], {_PREFIX: prefix})
+    fields = _COLLECTOR.match(line)
+    if fields is not None:
+        return Tagged(fields.pop(_PAYLOAD, ""), {})
     return Tagged(line, {})
 
 
-class PrefixMemory:
-    """The prefix a scheduler puts before every line of one file, learned where it stands
-    before a launcher tag or a core header, and removed from that file's other lines too
-    (a launcher's own untagged lines: horovodrun's traceback, Open MPI's box). Digits may
-    change from line to line (times, counters); the rest of the prefix is the same."""
-
-    __slots__ = ("_shape",)
-
-    def __init__(self) -> None:
-        self._shape: re.Pattern[str] | None = None
-
-    def strip(self, line: str) -> Tagged:
-        """:func:`strip_tag` that learns and removes this file's prefix."""
-        tagged = _strip_tag(line)
-        prefix = tagged.fields.pop(_PREFIX, None)
-        if prefix:
-            if self._shape is None:
-                self._shape = re.compile(re.sub(r"\d+", r"\\d+", re.escape(prefix)))
-        elif not tagged.fields and self._shape is not None:
-            found = self._shape.match(line)
-            if found is not None:
-                return Tagged(line[found.end():], {})
-        return tagged
-
-
 Key = tuple[Any, Any, Any]
+#: reads one line without an Open MPI tag: its tag and payload, or None while it is held
+Single = Callable[[str, "str | None"], "Tagged | None"]
 
 
 def _key(fields: dict[str, Any]) -> Key:
@@ -135,18 +114,29 @@ class TagSplitter:
     kept aside and put in front of that rank's next piece, which restores both lines.
     """
 
-    __slots__ = ("_partial",)
+    __slots__ = ("_learn", "_partial", "_single")
 
-    def __init__(self) -> None:
+    def __init__(self, single: Single | None = None, learn: Callable[[str], None] | None = None) -> None:
+        """``single`` reads a line with no Open MPI tag (default: :func:`strip_tag`; None from
+        it: the line is held), ``learn`` is told the prefix an Open MPI tag stood behind
+        (both: hvdlog/parse/prefixes.py, which learns a file's prefix)."""
         self._partial: dict[Key, tuple[str, dict[str, Any]]] = {}
+        self._single = single
+        self._learn = learn
 
-    def feed(self, line: str) -> list[Tagged]:
-        """The complete lines ``line`` finishes (usually itself, untagged)."""
+    def feed(self, line: str, arrival: str | None = None) -> list[Tagged]:
+        """The complete lines ``line`` finishes (usually itself, untagged); ``arrival`` its
+        arrival time, for a line held (see ``single``)."""
         fields = _OPENMPI.match(line) if "]<" in line else None
         if fields is None:  # gloo, MPICH, untagged: no chunk tags inside lines
-            return [strip_tag(line)]
+            if self._single is None:
+                return [strip_tag(line)]
+            tagged = self._single(line, arrival)
+            return [] if tagged is None else [tagged]
         fields["horovod.launcher.format"] = "openmpi"
-        fields.pop(_PREFIX, None)
+        prefix = fields.pop(_PREFIX, None)
+        if prefix and self._learn is not None:
+            self._learn(prefix)
         payload = fields.pop(_PAYLOAD, "")
         pieces: list[tuple[dict[str, Any], list[str]]] = [(fields, [])]
         position = 0
