@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import IO, TYPE_CHECKING
 
 import click
 
@@ -26,8 +26,6 @@ __all__ = ["parse"]
 
 #: Documents per write to stdout (~30 kB of NDJSON).
 _BATCH = 64
-#: Read buffer per input file (as hvdlog.parse reads).
-_READ_BUFFER: Final = 1 << 18
 
 
 @click.command("parse", context_settings={"help_option_names": ["-h", "--help"]})
@@ -97,31 +95,27 @@ def _inputs(paths: tuple[str, ...], problem: Callable[[str], None]) -> list[str]
 
 
 class _Reading:
-    """The inputs parsed in order with one native parser (what :func:`hvdlog.parse.parse_paths`
-    does), keeping the open file at hand so a progress line can say how far it is read."""
+    """The inputs parsed by :func:`hvdlog.parse.parse_paths`, keeping the open file at hand
+    (its ``opened`` hook) so a progress line can say how far it is read."""
 
     def __init__(self, files: list[str]) -> None:
         from hvdlog.cli.progress import ReadProgress
 
         self.files = files
-        self.sizes = [_file_size(name) for name in files]
-        self.progress = ReadProgress(sum(self.sizes), len(files))
-        self.handle: BinaryIO | None = None
+        self.sizes = {name: _file_size(name) for name in files}
+        self.progress = ReadProgress(sum(self.sizes[name] for name in files), len(files))
+        self.handle: IO[bytes] | None = None
 
     def documents(self, *, timezone: str | None, chatter: Chatter, size: int | None) -> Iterator[Document]:
-        """Every input's documents; the progress line counts each file once it is read."""
-        from hvdlog.parse import STDIN, parse_lines
-        from hvdlog.parse.native import NativeParser
+        """Every input's documents (:func:`hvdlog.parse.parse_paths`); the progress line counts each file once it is read."""
+        from hvdlog.parse import parse_paths
 
-        native = NativeParser(timezone=timezone, chatter=chatter, size=size)  # one for all: rank 0's job size serves the others
-        for name, file_size in zip(self.files, self.sizes, strict=True):
-            if name == STDIN:
-                yield from parse_lines(sys.stdin.buffer, parser=native)
-                continue
-            with open(name, "rb", buffering=_READ_BUFFER) as self.handle:
-                yield from parse_lines(self.handle, path=name, parser=native)
-            self.handle = None
-            self.progress.advance(file_size, 1)
+        return parse_paths(self.files, timezone=timezone, chatter=chatter, size=size, opened=self._opened)
+
+    def _opened(self, name: str, handle: IO[bytes] | None) -> None:
+        self.handle = handle
+        if handle is None:
+            self.progress.advance(self.sizes.get(name, 0), 1)
 
     def show(self) -> None:
         """Redraw the progress line (when due) with what is read of the current file."""

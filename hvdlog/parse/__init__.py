@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -234,11 +234,13 @@ def parse_paths(
     chatter: Chatter = "keep",
     size: int | None = None,
     stdin: IO[bytes] | None = None,
+    opened: Callable[[str, IO[bytes] | None], None] | None = None,
 ) -> Iterator[Document]:
     """Documents from files, directories (walked) and ``-`` (standard input), in order.
 
     Same options as :func:`parse_lines`. One native parser serves all files, so a job size
-    learned from rank 0's log applies to the others.
+    learned from rank 0's log applies to the others. ``opened(name, handle)`` is told of each
+    file as it is opened, and ``opened(name, None)`` once it is read (a progress line's hook).
     """
     native = _native_parser(timezone, chatter, size)
     for name in iter_files(paths):
@@ -246,4 +248,8 @@ def parse_paths(
             yield from parse_lines(stdin or sys.stdin.buffer, parser=native)
             continue
         with open(name, "rb", buffering=_READ_BUFFER) as handle:
+            if opened is not None:
+                opened(name, handle)
             yield from parse_lines(handle, path=name, parser=native)
+        if opened is not None:
+            opened(name, None)
