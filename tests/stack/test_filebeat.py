@@ -240,12 +240,15 @@ class TestPaths:
             else:  # an event's rank is its own, never the path's
                 assert "rank" not in fields
 
-    def test_process_files(self, tmp_path: Path) -> None:
-        """Elastic jobs' per-process files go to the same inputs; no rank from their path, the pid instead."""
+    @pytest.mark.parametrize("name", ["pid-4242", "rank-unknown-pid4242"])
+    def test_process_files(self, tmp_path: Path, name: str) -> None:
+        """Per-process files go to the same inputs: elastic jobs' ``pid-<N>`` and ``rank-unknown-pid<N>``
+        (a process no launcher gave a rank). No rank from their path (unknown by absence); their native
+        events get job, host, stream and the pid instead."""
         env = _env(tmp_path, "node1")
         expected = {"events": "hvdlog-events", "stdout": "hvdlog-native", "stderr": "hvdlog-native"}
         for kind, input_id in expected.items():
-            path = layout.process_file(tmp_path, "job-1", "node1", 4242, kind)
+            path = tmp_path / "job-1" / "node1" / f"{name}.{layout.KINDS[kind]}"
             for candidate in (path, Path(f"{path}.3")):
                 readers = [i for i, config in INPUTS.items() if _matches(candidate, config, env)]
                 assert readers == [input_id], f"{candidate.name}: read by {readers}"
@@ -254,21 +257,9 @@ class TestPaths:
                 if kind != "events":
                     assert (fields["process.pid"], fields["horovod.launcher.stream"]) == (4242, kind)
 
-
-    def test_unknown_rank_files(self, tmp_path: Path) -> None:
-        """rank-unknown-pid<N> files (a process no launcher gave a rank) go to the same inputs; their
-        native events get job, host, stream and pid from the path, and no rank (unknown by absence)."""
-        env = _env(tmp_path, "node1")
-        expected = {"events": "hvdlog-events", "stdout": "hvdlog-native", "stderr": "hvdlog-native"}
-        for kind, input_id in expected.items():
-            path = tmp_path / "job-1" / "node1" / f"rank-unknown-pid4242.{layout.KINDS[kind]}"
-            for candidate in (path, Path(f"{path}.2")):
-                readers = [i for i, config in INPUTS.items() if _matches(candidate, config, env)]
-                assert readers == [input_id], f"{candidate.name}: read by {readers}"
-                fields = _path_fields(INPUTS[input_id], candidate, env)
-                assert fields is not None and "rank" not in fields and (fields["job"], fields["host.name"]) == ("job-1", "node1")
-                if kind != "events":
-                    assert (fields["process.pid"], fields["horovod.launcher.stream"]) == (4242, kind)
+    def test_process_file_names_are_the_writers(self, tmp_path: Path) -> None:
+        """The elastic name above is the one the runtime writes."""
+        assert layout.process_file(tmp_path, "job-1", "node1", 4242, "events").name == "pid-4242.jsonl"
 
 
 class TestMultiline:
