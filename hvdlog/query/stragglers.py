@@ -362,8 +362,10 @@ def corroborate(rows: Iterable[RankProgress], tolerance: float = 0.4) -> None:
     for job_rows in by_job.values():
         for row in job_rows:
             mine = _steady(row)
+            if "timeline" not in row.evidence or mine is None:
+                continue  # checked first: the others' figures are gathered only for the few timeline flags
             others = [quartiles for other in job_rows if other is not row and (quartiles := _steady(other)) is not None]
-            if "timeline" not in row.evidence or mine is None or not others:
+            if not others:
                 continue
             best_slow = max(quartiles[0] for quartiles in others)
             if mine[1] <= (1 - tolerance) * best_slow:
