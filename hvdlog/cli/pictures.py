@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["bars", "sparkline"]
+__all__ = ["bars", "sparkline", "step_sparkline"]
 
 _BLOCKS: Final = "▁▂▃▄▅▆▇█"
 _ASCII: Final = ".:-=+*#%@"
@@ -44,3 +44,11 @@ def bars(values: Mapping[int, float | None], fancy: bool, width: int = 30, unit:
         filled = _scale(value, top, width)
         lines.append(f"rank {rank:>4} {full * filled}{empty * (width - filled)}  {value:g}{unit}")
     return lines
+
+
+def step_sparkline(steps: Mapping[int, int | None], fancy: bool) -> str:
+    """``<ranks>: <sparkline>  (tallest = step N)``: each rank's last step, as report and stragglers show it."""
+    from hvdlog.query.spec import format_ranks
+
+    tallest = max((step for step in steps.values() if step is not None), default="?")
+    return f"{format_ranks(list(steps))}: {sparkline(steps, fancy)}  (tallest = step {tallest})"

@@ -15,7 +15,7 @@ import click
 
 from hvdlog.cli.options import Run, fail, source_options
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.cli.pictures import sparkline
+from hvdlog.cli.pictures import step_sparkline
 from hvdlog.cli.timeline_output import timeline_analyses
 from hvdlog.query.autotune import autotune_results
 from hvdlog.query.report import collect, report
@@ -97,10 +97,7 @@ def _print(printer: Printer, item: dict[str, Any]) -> None:
         if key == "first_failure" and section.get("reasoning") and section["reasoning"] not in section["summary"]:
             printer.text(f"  {'':<14} why ({section['confidence']}): {section['reasoning']}")
         if key == "stragglers" and section["progress"]:
-            progress = section["progress"]
-            tallest = max((v for v in progress.values() if v is not None), default="?")
-            line = sparkline(progress, fancy=printer.stream.isatty())
-            printer.text(f"  {'':<14} step by rank {format_ranks(list(progress))}: {line}  (tallest = step {tallest})")
+            printer.text(f"  {'':<14} step by rank {step_sparkline(section['progress'], printer.stream.isatty())}")
     if item.get("autotune"):
         printer.text(f"  {'autotune':<14} {item['autotune']['summary']}")
 

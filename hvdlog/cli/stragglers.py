@@ -103,16 +103,14 @@ BAR_RANKS = 32
 def _picture(printer: Printer, rows: list[RankProgress]) -> None:
     """Who is behind at a glance: each rank's last step as a bar (flagged ranks in red on a
     colour terminal); block characters on a terminal, ASCII into a pipe (:mod:`hvdlog.cli.pictures`)."""
-    from hvdlog.cli.pictures import bars, sparkline
-    from hvdlog.query.spec import format_ranks
+    from hvdlog.cli.pictures import bars, step_sparkline
 
     steps = {row.rank: row.last_step for row in rows}
     if not any(step is not None for step in steps.values()):
         return
     fancy = printer.stream.isatty()
     if len(steps) > BAR_RANKS:
-        tallest = max(step for step in steps.values() if step is not None)
-        printer.text(f"{rows[0].job}: last step by rank {format_ranks(list(steps))}: {sparkline(steps, fancy)}  (tallest = step {tallest})")
+        printer.text(f"{rows[0].job}: last step by rank {step_sparkline(steps, fancy)}")
         return
     printer.text(f"{rows[0].job}: last step by rank:")
     flagged = {row.rank for row in rows if row.outlier}
