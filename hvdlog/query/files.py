@@ -128,9 +128,14 @@ class FileSource:
         """Warn as a search does about what a reader of :meth:`files` could not read or parse."""
         for message in errors:
             self._error(message)
+        self._close_read(failures, readable, total)
+
+    def _close_read(self, failures: int, readable: int, total: int) -> None:
+        """After a read of ``total`` files: count and warn of the unparsed lines; fail when none could be read."""
         self.parse_failures += failures
         if failures:
-            self.warn(f"{failures} line(s) could not be parsed; they are kept with tag {PARSE_FAILURE_TAG}")
+            self.warn(f"{failures} line(s) could not be parsed (torn or garbled; prints are not counted); "
+                      f"they are kept with tag {PARSE_FAILURE_TAG}: list them with `hvdlog grep --unparsed PATH`")
         if not readable and total:
             raise SourceError("none of the log files could be read")
 
@@ -192,12 +197,7 @@ class FileSource:
                 yield from self._file_matches(path, spec, read)
                 for message in read.errors[told:]:
                     self._error(message)
-        self.parse_failures += read.failures
-        if read.failures:
-            self.warn(f"{read.failures} line(s) could not be parsed (torn or garbled; prints are not counted); "
-                      f"they are kept with tag {PARSE_FAILURE_TAG}: list them with `hvdlog grep --unparsed PATH`")
-        if not read.readable and files:
-            raise SourceError("none of the log files could be read")
+        self._close_read(read.failures, read.readable, len(files))
 
     def _parallel(self, files: Sequence[Path]) -> bool:
         return self.workers > 1 and len(files) > 1 and sum(_size(path) for path in files) >= PARALLEL_MIN_BYTES
