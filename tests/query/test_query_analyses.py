@@ -6,6 +6,7 @@ import pytest
 from support.query_corpus import FAULTS, STRAGGLER, STRAGGLER_RANKS, STRAGGLER_STEPS, Corpus, corpus
 from support.query_corpus import REPO as REPO_ROOT
 
+from hvdlog.documents import get_field
 from hvdlog.query.failures import FAILURE_EVENTS, first_failure
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
@@ -38,8 +39,11 @@ class TestStalls:
         assert episode.resolved and not episode.shutdown
 
     def test_without_the_progress_the_job_seems_to_die_of_the_stall(self, runs: Corpus) -> None:
-        """The hung rank crashed before its watchdog said "resumed": only its later steps (the second fetch) show it moved on."""
-        reports_only = [e for e in stall_episodes(_docs(runs, FAULTS, STALL_EVENTS)) if e.step == 3]
+        """The hung rank crashed before its watchdog said "resumed": only its later steps (the second fetch) show it moved on.
+        (On a loaded machine the watchdog sometimes does say "resumed" before the crash: that is progress too, so it is
+        left out here, where the reports alone are judged.)"""
+        reports = [d for d in _docs(runs, FAULTS, STALL_EVENTS) if get_field(d, "event.action") != "stall_resolved"]
+        reports_only = [e for e in stall_episodes(reports) if e.step == 3]
         assert [e.shutdown for e in reports_only] == [True]
         assert progress_filter(_docs(runs, FAULTS, STALL_EVENTS), Filter(jobs=(FAULTS,))) is not None
 
