@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -86,8 +87,17 @@ def run_elastic(tmp_path: Path, *, np: int, min_np: int, max_np: int, hosts: int
         "HOROVOD_GLOO_TIMEOUT_SECONDS": "60",
         **env,
     }
-    done = subprocess.run(command, capture_output=True, text=True, timeout=JOB_TIMEOUT, env={**os.environ, **settings}, check=False, cwd=tmp_path)
-    return ElasticRun(done.returncode, done.stdout + done.stderr, root, job)
+    # Its own session, so a job that outlives the bound is killed whole (horovodrun, its workers and
+    # their captures), not left running beside the rest of the suite after its folder is gone.
+    job_process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, **settings}, cwd=tmp_path, start_new_session=True)
+    try:
+        out, err = job_process.communicate(timeout=JOB_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(job_process.pid, signal.SIGKILL)
+        out, err = job_process.communicate()
+        raise subprocess.TimeoutExpired(command, JOB_TIMEOUT, out, err) from None
+    return ElasticRun(job_process.returncode, out + err, root, job)
 
 
 def truth_events(run: ElasticRun) -> Iterator[dict[str, Any]]:
