@@ -46,6 +46,8 @@ _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 SETTLE_S: Final = 0.15
 #: ...but never longer than this: shutdown stays well under a second.
 SETTLE_MAX_S: Final = 0.5
+#: Longest wait for Horovod to close its timeline at shutdown (s); beyond it the rank goes on exiting.
+STOP_TIMELINE_S: Final = 5.0
 
 
 
@@ -142,9 +144,23 @@ class TimelineCapture(Periodic):
             self._writer.close()
 
     def _close_timeline(self) -> None:
-        """``hvd.stop_timeline()`` where this process writes the timeline hvdlog set and Horovod still runs."""
+        """``hvd.stop_timeline()`` where this process writes the timeline hvdlog set and Horovod still runs.
+
+        Horovod's ``stop_timeline`` sleeps until its background loop has taken the change, and that
+        loop turns only with every rank: when the others have already left (the last rank of an
+        elastic job, seen hanging for ever after its "done"), it never returns. So it runs in a
+        daemon thread, waited for :data:`STOP_TIMELINE_S` at most: the rank's exit never waits on it.
+        """
         if self.owned and _horovod_initialized() and self._writes():
-            sys.modules["horovod.torch"].stop_timeline()
+            stop = sys.modules["horovod.torch"].stop_timeline
+
+            def close() -> None:
+                with contextlib.suppress(Exception):  # never a traceback from a closing timeline
+                    stop()
+
+            closer = threading.Thread(target=close, name="hvdlog-timeline-close", daemon=True)
+            closer.start()
+            closer.join(STOP_TIMELINE_S)
 
     def _writes(self) -> bool:
         """Whether this process writes the (non-elastic) timeline: Horovod's rank 0.
