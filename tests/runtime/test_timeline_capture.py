@@ -134,7 +134,10 @@ def test_the_last_collectives_are_exported_at_shutdown(tmp_path: Path, order: st
     live, offline = _exported(tmp_path / "logs" / "end")
     assert len(offline) >= 40, offline  # a negotiation and a run per collective, minus what Horovod itself drops at exit
     assert live == offline
-    if not order.startswith("pass"):  # at the interpreter's exit Horovod itself may drop its last records (seen on a loaded CI run)
+    # Only where hvdlog closes the timeline itself (hvdlog.shutdown() first) is the last record Horovod's to write
+    # for sure; after hvd.shutdown() or at the interpreter's exit Horovod may drop it from the file (seen 4 runs in
+    # a row on a quiet machine, and on a loaded CI run), and the export can only equal the file (asserted above).
+    if order.startswith("hvdlog.shutdown"):
         assert ("operation", "allreduce.the.last.one") in {(action, tensor) for _, action, tensor in live}
 
 
