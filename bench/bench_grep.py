@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 LEVELS = ["debug"] * 10 + ["info"] * 85 + ["warning"] * 4 + ["error"] * 4 + ["critical"]
@@ -152,13 +153,24 @@ def file_bench(root: Path, files: list[Path], rank: int, repeat: int) -> list[st
     return rows
 
 
+def fresh_stream(es: Any, stream: str) -> None:
+    """Delete the data stream ``stream`` if there, and install the contract's templates that make it again."""
+    from hvdlog.elastic.templates import COMPONENT_MAPPINGS, COMPONENT_SETTINGS, component_templates, index_template
+
+    if es.indices.exists(index=stream):
+        es.indices.delete_data_stream(name=stream)
+    templates = component_templates()
+    for name in (COMPONENT_MAPPINGS, COMPONENT_SETTINGS):
+        es.cluster.put_component_template(name=name, **templates[name])
+    es.indices.put_index_template(name="logs-horovod", **index_template())
+
+
 def _index_corpus(url: str, docs: int, ranks: int, budget: float, data: Path | None) -> tuple[int, float]:
     """Bulk-index ``docs`` events into the bench data stream, unless ``data`` already holds them.
 
     Returns (documents in the stream, seconds the indexing took, then or now).
     """
     from elasticsearch import Elasticsearch
-    from hvdlog.elastic.templates import COMPONENT_MAPPINGS, COMPONENT_SETTINGS, component_templates, index_template
 
     es = Elasticsearch(url, request_timeout=300)
     stream = "logs-horovod.app-bench"
@@ -168,12 +180,7 @@ def _index_corpus(url: str, docs: int, ranks: int, budget: float, data: Path | N
         if total == docs:
             print(f"reusing {total} docs in {data}", file=sys.stderr)
             return total, float(marker.read_text())
-    if es.indices.exists(index=stream):
-        es.indices.delete_data_stream(name=stream)
-    templates = component_templates()
-    for name in (COMPONENT_MAPPINGS, COMPONENT_SETTINGS):
-        es.cluster.put_component_template(name=name, **templates[name])
-    es.indices.put_index_template(name="logs-horovod", **index_template())
+    fresh_stream(es, stream)
     action = '{"create":{}}\n'
     started = time.perf_counter()
     indexed = 0

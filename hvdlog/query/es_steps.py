@@ -88,7 +88,7 @@ def _buckets(source: ElasticsearchSource, query: dict[str, Any], with_rank: bool
         result = source.aggregate(query, {"keys": {"composite": composite, "aggs": aggs}})["keys"]
         yield from result["buckets"]
         after = result.get("after_key")
-        if not result["buckets"] or after is None:
+        if len(result["buckets"]) < PAGE or after is None:  # a short page is the last: no request for an empty one
             return
 
 

@@ -36,7 +36,7 @@ import functools
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
@@ -129,8 +129,12 @@ class RankProgress:
     samples_quartiles: tuple[float, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The fields, for ``--json``."""
-        return asdict(self)
+        """The fields, for ``--json`` (a shallow copy: ``asdict``'s deep copy was a fifth of
+        ``stragglers --es`` at 1,024 ranks, and the row is serialised at once)."""
+        return {name: getattr(self, name) for name in _PROGRESS_FIELDS}
+
+
+_PROGRESS_FIELDS: Final = tuple(item.name for item in fields(RankProgress))
 
 
 @dataclass
