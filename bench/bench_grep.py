@@ -153,6 +153,12 @@ def file_bench(root: Path, files: list[Path], rank: int, repeat: int) -> list[st
     return rows
 
 
+def percentile(values: list[float], share: float) -> float:
+    """The value at ``share`` of the sorted values (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
 def fresh_stream(es: Any, stream: str) -> None:
     """Delete the data stream ``stream`` if there, and install the contract's templates that make it again."""
     from hvdlog.elastic.templates import COMPONENT_MAPPINGS, COMPONENT_SETTINGS, component_templates, index_template
@@ -293,9 +299,8 @@ def es_bench(args: argparse.Namespace) -> list[str]:
         rate = f"{index_seconds:.0f} s ({total / index_seconds:,.0f} docs/s)"
         for variant, name in VARIANTS.items():
             for tree in trees:
-                values = sorted(latencies[tree, variant])
-                p50 = statistics.median(values)
-                p99 = values[min(len(values) - 1, round(0.99 * (len(values) - 1)))]
+                values = latencies[tree, variant]
+                p50, p99 = statistics.median(values), percentile(values, 0.99)
                 label = "this tree" if tree == REPO else str(tree)
                 lines.append(f"| {total:,} docs | {rate} | {name} | {label} | {matches} | {len(values)} | {p50:.0f} ms | {p99:.0f} ms |")
                 print(lines[-1], file=sys.stderr)

@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO))
-from bench_grep import fresh_stream, machine  # noqa: E402
+from bench_grep import fresh_stream, machine, percentile  # noqa: E402
 from bench_scale import check, generate  # noqa: E402
 
 STREAM = "logs-horovod.scale-bench"
@@ -140,11 +140,6 @@ def _same(name: str, files: str, es: str) -> str | None:
         (f"{a} != {b}" for a, b in zip(ours, theirs, strict=False) if a != b), "in length")
 
 
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
-
-
 def main() -> None:
     """Index (or reuse) the job, check every answer against the files', time each command; markdown rows on stdout."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -172,16 +167,16 @@ def main() -> None:
             (name, "aggregation" if name == "stragglers" else "filtered query", contextlib.nullcontext, args.queries) for name in COMMANDS]
         if args.baseline_queries:
             plans.insert(1, ("stragglers", "documents (before)", documents_path, args.baseline_queries))
+        from_files = {name: invoke([*command, str(job)])[4] for name, command in COMMANDS.items()}  # each read once
         for name, path, context, queries in plans:
-            _, _, _, _, from_files = invoke([*COMMANDS[name], str(job)])
             with context():
                 invoke([*COMMANDS[name], *es_flags])  # warm-up: imports, connection, the server's caches
                 runs = [invoke([*COMMANDS[name], *es_flags]) for _ in range(queries)]
             loads = os.getloadavg()[0]
-            wrong = _same(name, from_files, runs[0][4]) or check(name, runs[0][4], runs[0][1], args.ranks)
+            wrong = _same(name, from_files[name], runs[0][4]) or check(name, runs[0][4], runs[0][1], args.ranks)
             failed = failed or wrong is not None
             times = [run[0] for run in runs]
-            rows.append(f"| {total:,} | `{name} --es` | {path} | {statistics.median(times):,.0f} ms | {_percentile(times, 0.99):,.0f} ms "
+            rows.append(f"| {total:,} | `{name} --es` | {path} | {statistics.median(times):,.0f} ms | {percentile(times, 0.99):,.0f} ms "
                         f"| {runs[0][2]:,} B in {runs[0][3]} requests | {len(runs)} | {loads:.1f} | {wrong or 'right, = files'} |")
             print(rows[-1], file=sys.stderr, flush=True)
     print(f"indexing: {total:,} documents in {index_seconds:.0f} s ({total / max(index_seconds, 1e-9):,.0f}/s)")

@@ -98,8 +98,8 @@ class ElasticsearchSource:
     def _received(self, response: Any) -> None:
         """Count one answer: its ``Content-Length`` when the server sent one, else its JSON size."""
         self.requests += 1
-        length = response.meta.headers.get("content-length") if getattr(response, "meta", None) is not None else None
-        self.bytes_received += int(length) if length and str(length).isdigit() else len(orjson.dumps(response.body))
+        length = response.meta.headers.get("content-length")
+        self.bytes_received += int(length) if length and length.isdigit() else len(orjson.dumps(response.body))
 
     def _client(self) -> Any:
         if self._es is None:
