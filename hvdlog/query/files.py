@@ -43,7 +43,7 @@ from hvdlog.query.scan import ESCAPE, blocks, candidate_lines, finders, needles
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter
 
-__all__ = ["PREFILTER", "FileSource", "discover", "is_events_file", "path_rank"]
+__all__ = ["PREFILTER", "FileSource", "ReadTotals", "discover", "file_size", "is_events_file", "path_rank", "shares", "worth_processes"]
 
 #: Whether file sources skip the lines of events files that cannot match (the default); the
 #: exactness tests set it False to get the full read, every line parsed, through the same commands.
@@ -124,11 +124,11 @@ class FileSource:
         """The files a search with ``spec`` reads (by path, ranks outside ``--rank`` are left out)."""
         return self._files(spec)
 
-    def report(self, errors: Sequence[str], failures: int, readable: int, total: int) -> None:
+    def report(self, read: ReadTotals, total: int) -> None:
         """Warn as a search does about what a reader of :meth:`files` could not read or parse."""
-        for message in errors:
+        for message in read.errors:
             self._error(message)
-        self._close_read(failures, readable, total)
+        self._close_read(read.failures, read.readable, total)
 
     def _close_read(self, failures: int, readable: int, total: int) -> None:
         """After a read of ``total`` files: count and warn of the unparsed lines; fail when none could be read."""
@@ -180,7 +180,7 @@ class FileSource:
                     yield doc
             read.readable += 1
         except (OSError, UnicodeError) as exc:
-            read.errors.append(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
+            read.cannot_read(path, exc)
 
     def _matches(self, files: Sequence[Path], spec: Filter) -> Iterator[Document]:
         read = _Read()
@@ -200,7 +200,7 @@ class FileSource:
         self._close_read(read.failures, read.readable, len(files))
 
     def _parallel(self, files: Sequence[Path]) -> bool:
-        return self.workers > 1 and len(files) > 1 and sum(_size(path) for path in files) >= PARALLEL_MIN_BYTES
+        return worth_processes(self.workers, files)
 
     def _done(self, files: Sequence[Path]) -> None:
         """A worker process finished reading ``files`` (a hook for progress)."""
@@ -262,19 +262,50 @@ def _no_cycle_collection() -> Iterator[None]:
 PARALLEL_MIN_BYTES: Final = 16 * 2**20
 
 
-@dataclass
-class _Read:
-    """What reading some files gave: the matches (from a worker), what went wrong, the parse failures."""
+def worth_processes(workers: int, files: Sequence[Path]) -> bool:
+    """Whether ``files`` are read by ``workers`` processes (``-j``): only when there are several
+    files and enough bytes to pay for starting them."""
+    return workers > 1 and len(files) > 1 and sum(file_size(path) for path in files) >= PARALLEL_MIN_BYTES
 
-    docs: list[Document] = field(default_factory=list)
+
+def shares(paths: Sequence[Path], count: int) -> list[list[Path]]:
+    """``count`` consecutive shares of the files (rank files are of similar size): read by one
+    process each and taken back in order, they give what one reader going through them gives."""
+    step = -(-len(paths) // count)
+    return [list(paths[start : start + step]) for start in range(0, len(paths), step)]
+
+
+def file_size(path: Path) -> int:
+    """The file's size in bytes, 0 when it cannot be seen (it is reported when it is read)."""
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+@dataclass
+class ReadTotals:
+    """What any reader of a source's files went through: the inputs it could not read, the
+    unparsed lines, the files read. Workers return one each; merged, the source reports them once."""
+
     errors: list[str] = field(default_factory=list)
     failures: int = 0
     readable: int = 0
 
-    def merge(self, other: _Read) -> None:
+    def cannot_read(self, path: Path, exc: OSError | UnicodeError) -> None:
+        self.errors.append(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
+
+    def merge(self, other: ReadTotals) -> None:
         self.errors.extend(other.errors)
         self.failures += other.failures
         self.readable += other.readable
+
+
+@dataclass
+class _Read(ReadTotals):
+    """A search's read: the totals and the matches (a worker sends its matches back in them)."""
+
+    docs: list[Document] = field(default_factory=list)
 
 
 def _read_share(files: Sequence[Path], spec: Filter, timezone: str | None, prefilter: bool) -> _Read:
@@ -293,16 +324,7 @@ def _in_processes(source: FileSource, files: Sequence[Path], spec: Filter) -> It
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
-    paths = list(files)
-    step = -(-len(paths) // source.workers)
-    shares = [paths[start : start + step] for start in range(0, len(paths), step)]
-    count = len(shares)
+    parts = shares(files, source.workers)
+    count = len(parts)
     with ProcessPoolExecutor(max_workers=count, mp_context=get_context("fork")) as pool:
-        yield from zip(pool.map(_read_share, shares, [spec] * count, [source.timezone] * count, [source.prefilter] * count), shares, strict=True)
-
-
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+        yield from zip(pool.map(_read_share, parts, [spec] * count, [source.timezone] * count, [source.prefilter] * count), parts, strict=True)

@@ -19,7 +19,6 @@ tallies merge exactly and in any order, so the answer is the same as with one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -34,7 +33,7 @@ from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse import parse_lines
 from hvdlog.parse.launcher import path_fields
 from hvdlog.query import step_bulk
-from hvdlog.query.files import FileSource, is_events_file
+from hvdlog.query.files import FileSource, ReadTotals, file_size, is_events_file, shares, worth_processes
 from hvdlog.query.resources import is_resources
 from hvdlog.query.scan import ESCAPE, blocks, candidate_lines, finders
 from hvdlog.query.spec import Filter
@@ -47,27 +46,21 @@ Advance = Callable[[int, int], None]
 
 #: A line holding a JSON escape may spell either key (``"st\\u0065p"``), so it is read too.
 _NEEDLES: Final = (b'"step"', b'"resources"', ESCAPE)
-#: Below this many bytes in all, one process reads everything (starting workers costs more).
-PARALLEL_MIN_BYTES: Final = 16 * 2**20
 
 
 @dataclass
-class StepRead:
-    """What reading gave: the tally, the (few) resources events, and what went wrong."""
+class StepRead(ReadTotals):
+    """What reading gave: the totals of any read, the tally and the (few) resources events."""
 
     tally: Tally = field(default_factory=Tally)
     resources: list[Document] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    parse_failures: int = 0
-    readable: int = 0
 
-    def merge(self, other: StepRead) -> None:
+    def merge(self, other: ReadTotals) -> None:
         """Fold another reader's result in (files keep their order)."""
-        self.tally.merge(other.tally)
-        self.resources.extend(other.resources)
-        self.errors.extend(other.errors)
-        self.parse_failures += other.parse_failures
-        self.readable += other.readable
+        super().merge(other)
+        if isinstance(other, StepRead):
+            self.tally.merge(other.tally)
+            self.resources.extend(other.resources)
 
 
 def _simple(spec: Filter) -> bool:
@@ -101,7 +94,7 @@ def _count(docs: Iterable[Document], spec: Filter, read: StepRead) -> None:
     for doc in docs:
         tags = doc.get("tags")
         if isinstance(tags, list) and PARSE_FAILURE_TAG in tags:
-            read.parse_failures += 1
+            read.failures += 1
         if spec.matches(doc):
             (read.resources.append if is_resources(doc) else read.tally.add_document)(doc)
 
@@ -125,7 +118,7 @@ def read_file(path: Path, spec: Filter, timezone: str | None = None) -> StepRead
             try:
                 _whole(path, spec, timezone, read)
             except (OSError, UnicodeError) as exc:
-                read.errors.append(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
+                read.cannot_read(path, exc)
                 return read
         read.readable = 1
         return read
@@ -134,7 +127,7 @@ def read_file(path: Path, spec: Filter, timezone: str | None = None) -> StepRead
         _read_events(path, job, spec, read)
         read.readable = 1
     except OSError as exc:
-        read.errors.append(f"{path}: cannot read ({exc.strerror}); skipped")
+        read.cannot_read(path, exc)
     return read
 
 
@@ -167,15 +160,8 @@ def _read_many(paths: Sequence[Path], spec: Filter, timezone: str | None, advanc
     for path in paths:
         total.merge(read_file(path, spec, timezone))
         if advance is not None:
-            advance(_size(path), 1)
+            advance(file_size(path), 1)
     return total
-
-
-def _chunks(paths: list[Path], count: int) -> list[list[Path]]:
-    """``count`` consecutive shares of the files (rank files are of similar size): merged in
-    order, they fold exactly as one reader going through the files would."""
-    share = -(-len(paths) // count)
-    return [paths[start : start + share] for start in range(0, len(paths), share)]
 
 
 def read_steps(
@@ -187,23 +173,16 @@ def read_steps(
     process, each worker's share as it comes back with several."""
     files = source.files(spec)
     advance = watch(files) if watch is not None else None
-    size = sum(_size(path) for path in files)
-    if workers <= 1 or len(files) < 2 or size < PARALLEL_MIN_BYTES:
+    if not worth_processes(workers, files):
         result = _read_many(files, spec, source.timezone, advance)
     else:
         result = StepRead()
-        shares = _chunks(files, workers)
-        with ProcessPoolExecutor(max_workers=len(shares), mp_context=get_context("fork")) as pool:
-            for share, part in zip(shares, pool.map(_read_many, shares, [spec] * len(shares), [source.timezone] * len(shares)), strict=True):
+        parts = shares(files, workers)
+        with ProcessPoolExecutor(max_workers=len(parts), mp_context=get_context("fork")) as pool:
+            for share, part in zip(parts, pool.map(_read_many, parts, [spec] * len(parts), [source.timezone] * len(parts)), strict=True):
                 result.merge(part)
                 if advance is not None:
-                    advance(sum(_size(path) for path in share), len(share))
-    source.report(result.errors, result.parse_failures, result.readable, len(files))
+                    advance(sum(map(file_size, share)), len(share))
+    source.report(result, len(files))
     return result
 
-
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0

@@ -87,7 +87,7 @@ def _file(path: Path, rng: random.Random, count: int, torn_end: bool, rank: int 
 def _tally(paths: list[Path]) -> list[Any]:
     read = step_read.read_steps(FileSource(paths, warn=lambda _m: None), SPEC)
     tracks = sorted(((repr(key), vars(track)) for key, track in read.tally.tracks.items()), key=lambda item: item[0])
-    return [tracks, sorted(read.tally.sizes.items(), key=repr), read.resources, read.parse_failures, read.readable]
+    return [tracks, sorted(read.tally.sizes.items(), key=repr), read.resources, read.failures, read.readable]
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -11,7 +11,7 @@ import orjson
 import pytest
 import yaml
 
-from hvdlog.query import step_read
+from hvdlog.query import files
 from hvdlog.query.files import FileSource
 from hvdlog.query.resources import RESOURCE_EVENTS
 from hvdlog.query.spec import Filter, parse_ranks
@@ -235,7 +235,7 @@ def test_filters_keep_their_meaning_on_the_short_path(tmp_path: Path) -> None:
 
 def test_parallel_reading_gives_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     """-j 2 (forced past the size threshold) against -j 1 on the whole corpus."""
-    monkeypatch.setattr(step_read, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(files, "PARALLEL_MIN_BYTES", 0)
     spec = Filter(any_of=STEP_EVENTS + RESOURCE_EVENTS)
     trees = _corpus_trees()
     assert _streamed(trees, spec, workers=2) == _streamed(trees, spec, workers=1)
