@@ -56,8 +56,12 @@ class JobScope:
         return text
 
 
-def nothing_found(what: str, scope: JobScope) -> None:
-    """One sentence on stderr when an analysis has nothing to report (the exit code stays 1)."""
+def nothing_found(what: str, run: Run) -> None:
+    """One sentence on stderr when an analysis has nothing to report (the exit code stays 1):
+    what was read is counted only then, by reading the run's documents once more."""
+    scope = JobScope()
+    for _doc in scope.watch(run.documents()):
+        pass
     click.echo(f"hvdlog: {sentence(f'{what} in {scope.describe()}')}", err=True)
 
 

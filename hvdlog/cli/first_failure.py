@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from hvdlog.cli.analysis import JobScope, nothing_found, read_with, size_option
+from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.failures import FailureReport, find_first_failure
@@ -81,8 +81,5 @@ def first_failure(run: Run, size: int | None, workers: int, **_: object) -> None
         else:
             _print(printer, report)
     if not reports and not run.failures:
-        scope = JobScope()
-        for _doc in scope.watch(run.documents()):  # only when nothing was found: what was read, for the sentence
-            pass
-        nothing_found("no failure", scope)
+        nothing_found("no failure", run)
     run.exit(bool(reports))

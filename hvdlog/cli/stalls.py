@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hvdlog.cli.analysis import JobScope, nothing_found, read_with, size_option
+from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.spec import format_ranks
@@ -60,8 +60,5 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
             details.append(f"never submitted by rank {ranks}: {summarize(episode.unsubmitted_tensors, 6)}")
         printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")
     if not episodes and not run.failures:
-        scope = JobScope()
-        for _doc in scope.watch(run.documents()):  # only when nothing was found: what was read, for the sentence
-            pass
-        nothing_found("no stall", scope)
+        nothing_found("no stall", run)
     run.exit(bool(episodes))
