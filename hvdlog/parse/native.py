@@ -271,6 +271,12 @@ class NativeParser:
             stream.stall = StallBlock(line, seconds)
             stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
             return True
+        if opener.action == "headless_stall":
+            # `Missing ranks:` (`Stalled ranks:`, `Stalled ops:`) whose header line was lost (a
+            # capture or scrollback that starts in it): the lines after it still name the ranks
+            stream.stall = StallBlock(line, None)
+            stream.fields = {"log.level": "warning", "event.dataset": CORE_DATASET}
+            return True
         stream.lines = [line]
         if opener.action == "exception":  # an exception line alone: its frames were lost
             stream.fields = _EXCEPTION.match(line) or {"error.message": line}

@@ -315,6 +315,8 @@ def _add_timed(builders: list[EpisodeBuilder], current: dict[_Key, EpisodeBuilde
         if builder is not None and isinstance(rank := doc.get("rank"), int):
             _resume(current, key, rank, millis)
         return
+    if builder is not None and builder.untimed and not _dates(builder, doc, millis):
+        builder = None
     if builder is None or millis - builder.last_ms > gap_ms:
         builder = current[key] = EpisodeBuilder.open(key[0], doc, millis)
         builders.append(builder)
@@ -322,6 +324,21 @@ def _add_timed(builders: list[EpisodeBuilder], current: dict[_Key, EpisodeBuilde
         builder.add_watchdog(doc, millis)
     else:
         builder.add(doc, millis)
+
+
+def _dates(builder: EpisodeBuilder, doc: Document, millis: int) -> bool:
+    """Whether the first timed report of a job dates the untimed episode just before it (they
+    share a missing rank): a report lost its time with its header line (a capture cut or a
+    terminal wrap inside the header; its ``Missing ranks:`` lines are still read), and the
+    timed reports that follow are the same stall, not a second episode. The episode then
+    begins as if this report had opened it."""
+    missing = set(ranks_in(get_field(doc, "horovod.stall.missing_ranks")))
+    if not missing & set(builder.episode.missing_ranks):
+        return False
+    opened = EpisodeBuilder.open(builder.episode.source, doc, millis)
+    builder.untimed, builder.start_ms, builder.last_ms = False, opened.start_ms, millis
+    builder.episode.start = opened.episode.start
+    return True
 
 
 def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0, *, size: int | None = None) -> list[StallEpisode]:

@@ -297,6 +297,12 @@ def launcher_event(event, lines)
     stall(event, lines, seconds["[horovod][stall][seconds]"], event.get("[size]"))
     event.set("[log][level]", "warning")
     event.set("[event][dataset]", "horovod.core")
+  elsif match(@ranks_title, first) || match(@ops_title, first)
+    # `Missing ranks:` (`Stalled ranks:`, `Stalled ops:`) whose header line was lost (a capture
+    # or scrollback that starts in it): the lines after it still name the ranks
+    stall(event, lines, nil, event.get("[size]"))
+    event.set("[log][level]", "warning")
+    event.set("[event][dataset]", "horovod.core")
   elsif headless_stall(event, first)
     # a per-tensor stall line whose header was lost: still a stall report of those ranks
   elsif match(@traceback, first) || match(@frame, first) || match(@lone_exception, first) ||

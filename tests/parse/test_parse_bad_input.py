@@ -108,6 +108,25 @@ class TestTruncated:
         assert stall["horovod"]["stall"].get("missing_ranks") == missing
         assert len(rest) == extra_docs and all(doc["log"]["level"] == "info" for doc in rest)
 
+    @pytest.mark.parametrize(
+        ("lines", "missing", "tensors"),
+        [
+            (["Missing ranks:", "1: [allreduce.a, allreduce.b]", "3!: [allreduce.a]"], [1, 3], ["allreduce.a", "allreduce.b"]),
+            (["Stalled ranks:", "6: [horovod_allreduce.0 ...]"], [6], ["horovod_allreduce.0"]),
+            (["Stalled ops:", "grad_0 [missing ranks: 2]", " grad_1 [missing ranks: 2, 3]"], [2, 3], ["grad_0", "grad_1"]),
+        ],
+        ids=["missing-ranks", "stalled-ranks", "stalled-ops"],
+    )
+    def test_stall_block_without_its_header(self, lines: list[str], missing: list[int], tensors: list[str]) -> None:
+        """A capture that starts inside a stall report (its header line lost or cut in half):
+        the title and the lines after it are still one stall report of the ranks they name."""
+        half = "ranks for more than 2 seconds. This may indicate that different ranks are trying to submit"
+        first, stall, after = _parse("\n".join([half, *lines, "epoch 2"]).encode())
+        assert first["message"] == half and after["message"] == "epoch 2"
+        assert stall["event"]["action"] == "stall" and stall["log"]["level"] == "warning" and stall["message"] == "\n".join(lines)
+        assert stall["horovod"]["stall"]["missing_ranks"] == missing and stall["horovod"]["stall"]["tensors"] == tensors
+        assert "seconds" not in stall["horovod"]["stall"]
+
     def test_traceback_cut_short(self) -> None:
         """A traceback without its exception line still comes out, as an error."""
         (doc,) = _parse(b'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n')

@@ -119,6 +119,23 @@ def test_legacy_ready_reports_are_missing_per_tensor_and_size_unknown_is_said() 
     assert sized.size == 5 and sized.missing_by_tensor == {"a": [2, 3, 4], "b": [1, 2, 4]} and sized.missing_ranks == [1, 2, 3, 4]
 
 
+def test_a_report_that_lost_its_header_and_time_joins_the_timed_report_after_it() -> None:
+    """A capture that starts inside a stall report: its `Missing ranks:` lines are a report without
+    a time, and the timed report of the same rank right after it is the same episode, dated by it;
+    an untimed report of other ranks stays an episode of its own."""
+    header = ("[2026-12-01 10:00:{s}.000000: W stall_inspector.cc:107] One or more tensors were submitted to be reduced, gathered "
+              "or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. This may indicate")
+
+    def console(first_rank: int) -> str:
+        return "\n".join(["for more than 60 seconds. This may indicate", "Missing ranks:", f"{first_rank}: [allreduce.a]",
+                          header.format(s="40"), "Missing ranks:", "1: [allreduce.a]"])
+
+    (episode,) = stall_episodes(_console(console(1)))
+    assert episode.missing_ranks == [1] and episode.reports == 2 and episode.start == "2026-12-01T09:59:40.000Z"
+    untimed, timed = stall_episodes(_console(console(2)))
+    assert (untimed.missing_ranks, untimed.start) == ([2], None) and (timed.missing_ranks, timed.reports) == ([1], 1)
+
+
 def test_a_scale_down_reset_from_hvdlogs_own_files_is_not_a_failure() -> None:
     reset = _reset(0, 0, 3.0)
     reset["horovod"]["elastic"]["reason"] = "hosts_removed"

@@ -227,6 +227,18 @@ class TestSameDocumentsAsHvdlogParse:
         tracebacks = sum("Traceback (most recent call last):\n" in item.text and len(item.docs) == 1 for item, _ in through_filter)
         assert stalls >= 6 and tracebacks >= 6, (stalls, tracebacks)
 
+    def test_stall_reports_without_their_header(self, jruby: str) -> None:
+        """A capture that starts inside a stall report (its header line cut in half or lost):
+        `Missing ranks:`, `Stalled ranks:` and `Stalled ops:` blocks are stall reports on both paths."""
+        stream = ["ranks for more than 2 seconds. This may indicate that different ranks", "Missing ranks:",
+                  "1: [allreduce.a, allreduce.b]", "epoch 2", "Stalled ranks:", "6: [horovod_allreduce.0 ...]",
+                  "[2026-11-29 16:01:46.105951: I /a.cc:1] next", "Stalled ops:", "grad_0 [missing ranks: 2]", " grad_1 [missing ranks: 3]"]
+        shipped = list(_events_of_file("headless-stall", "job/node1/rank-0.stderr.log", [stream], "UTC"))
+        compared = [([_comparable(e) for e in events or []], [_comparable(d) for d in item.docs]) for item, events in _through(jruby, shipped)]
+        assert all(ours == theirs for ours, theirs in compared), compared
+        stalls = [doc for _, docs in compared for doc in docs if doc.get("event.action") == "stall"]
+        assert [doc["horovod.stall.missing_ranks"] for doc in stalls] == [[1], [6], [2, 3]]
+
 
 class TestRealWorld:
     def test_expected_documents_through_logstash(self, jruby: str) -> None:
