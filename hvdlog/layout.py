@@ -10,7 +10,9 @@ and ``hvdlog`` over files; keep it stable.
 Recognition uses the path patterns of the grok pattern file (``HOROVOD_LAYOUT_PATH``,
 ``HOROVOD_RANK_FILE_PATH``), the same ones Logstash applies, so the layout is spelled once.
 They are compiled on first use: the training side, which only *writes* paths, never loads them.
-:func:`walk` is the one directory walker of ``hvdlog parse DIR`` and ``hvdlog grep DIR``.
+:func:`walk` is the one directory walker of ``hvdlog parse DIR`` and ``hvdlog grep DIR``;
+:func:`without_launcher_copies` leaves out, for both, the ``--output-filename`` copies of what
+the layout already holds.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from hvdlog.parse.patterns import CompiledPattern
@@ -41,6 +43,7 @@ __all__ = [
     "safe_job_id",
     "tree_of",
     "walk",
+    "without_launcher_copies",
 ]
 
 #: Used when neither ``configure(root=...)`` nor ``HVDLOG_ROOT`` says otherwise.
@@ -187,3 +190,36 @@ def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -
             yield path
         else:
             warn(f"{path}: no such file or directory")
+
+
+_LAYOUT_NATIVE: Final = re.compile(r"^rank-(\d+)\.(stdout|stderr)\.log(?:\.\d+)?$")
+_TREE_FILE: Final = re.compile(r"(?:^|/)rank\.(\d+)/(stdout|stderr)$")
+_P = TypeVar("_P", str, Path)
+
+
+def without_launcher_copies(files: list[_P]) -> list[_P]:
+    """``files`` (paths, or names: ``-`` is kept) without the ``--output-filename`` tree files
+    (``<dir>/rank.N/stdout|stderr``) under a job directory where hvdlog's layout captured the
+    same rank's stream (or its events): horovodrun writes the same native lines again there,
+    plus hvdlog's console lines, whose events the ``rank-N.jsonl`` files hold. Read twice,
+    every line would count twice (Filebeat ships the layout alone)."""
+    paths = [Path(item) for item in files]
+    captured: set[tuple[Path, int, str]] = set()
+    for path in paths:
+        found = _LAYOUT_NATIVE.match(path.name)
+        if found is not None:  # <job>/<host>/rank-N.stream.log
+            captured.add((path.parent.parent, int(found.group(1)), found.group(2)))
+        elif path.name.endswith(".jsonl") and path.name.startswith("rank-") and path.name[5:-6].isdigit():
+            captured.add((path.parent.parent, int(path.name[5:-6]), "stdout"))  # hvdlog's console echoes go to stdout
+    if not captured:
+        return files
+    jobs = {job for job, _, _ in captured}
+    kept = []
+    for item, path in zip(files, paths, strict=True):
+        tree = _TREE_FILE.search(path.as_posix())
+        if tree is not None:
+            rank, stream = int(tree.group(1)), tree.group(2)
+            if any((job, rank, stream) in captured for job in jobs if job in path.parents):
+                continue
+        kept.append(item)
+    return kept

@@ -83,3 +83,22 @@ def test_gzip_rotations_are_named_not_skipped_silently(tmp_path: Path) -> None:
     assert warned == [f"{job / 'rank-0.jsonl.1.gz'}: a compressed rotation, not read (decompress it, e.g. with gunzip -k, to search it)"]
     warned.clear()
     assert list(layout.walk([job / "rank-0.jsonl.1.gz"], warned.append)) == [] and len(warned) == 1
+
+
+def test_output_filename_copies_beside_the_layout_are_left_out(tmp_path: Path) -> None:
+    """horovodrun's `--output-filename` tree beside hvdlog's files holds the same lines again:
+    `hvdlog parse` (and parse_paths) leave its copies out, as the query commands do; a tree alone is read."""
+    from hvdlog.parse import parse_paths
+
+    job = tmp_path / "job-1"
+    (job / "node1").mkdir(parents=True)
+    (job / "node1" / "rank-1.stderr.log").write_text("2026-11-30T10:20:02.300871Z ValueError: boom\n")
+    for stream in ("stderr", "stdout"):
+        (job / "output" / "rank.1").mkdir(parents=True, exist_ok=True)
+        (job / "output" / "rank.1" / stream).write_text("ValueError: boom\n")
+    (job / "output" / "rank.2").mkdir()
+    (job / "output" / "rank.2" / "stderr").write_text("KeyError: 'x'\n")
+    kept = layout.without_launcher_copies([*sorted(layout.walk([tmp_path], print)), "-"])
+    assert kept == [job / "node1" / "rank-1.stderr.log", job / "output" / "rank.1" / "stdout", job / "output" / "rank.2" / "stderr", "-"]
+    messages = [doc["message"] for doc in parse_paths([tmp_path])]
+    assert sorted(messages) == ["KeyError: 'x'", "ValueError: boom", "ValueError: boom"]  # rank 1's stdout copy is its own stream

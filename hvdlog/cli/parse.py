@@ -75,8 +75,9 @@ def parse(paths: tuple[str, ...], timezone: str | None, old_timezone: str | None
 
 
 def _inputs(paths: tuple[str, ...], problem: Callable[[str], None]) -> list[str]:
-    """``-`` and the files of :func:`hvdlog.layout.walk` (the one walker, shared with grep) that can be opened."""
-    from hvdlog.layout import walk
+    """``-`` and the files of :func:`hvdlog.layout.walk` (the one walker, shared with grep) that can be opened,
+    without the ``--output-filename`` copies of what hvdlog's layout holds (as grep reads them)."""
+    from hvdlog.layout import walk, without_launcher_copies
     from hvdlog.parse import STDIN
 
     files: list[str] = []
@@ -91,7 +92,7 @@ def _inputs(paths: tuple[str, ...], problem: Callable[[str], None]) -> list[str]
                 problem(f"{found}: cannot read ({error.strerror}); skipped")
                 continue
             files.append(str(found))
-    return files
+    return without_launcher_copies(files)
 
 
 class _Reading:

@@ -162,15 +162,16 @@ def _replayed(
 def _shown(line: str, prefixes: PrefixMemory) -> str:
     """``line`` as a terminal shows it (see :func:`hvdlog.parse.launcher.visible`), where the
     progress output glued before a line sits behind its launcher tag (and prefix), if any."""
-    from hvdlog.parse.launcher import visible
+    from hvdlog.parse.launcher import payload_start, visible
 
     line = visible(line) if "\x1b" in line else line
     if "\r" not in line:
         return line
-    payload, tag = prefixes.peek(line)
-    if not tag or "\r" not in payload:
+    tagged = prefixes.peek(line)
+    if not tagged.fields or "\r" not in tagged.payload:
         return visible(line)
-    return line[: len(line) - len(payload)] + visible(payload)
+    start = payload_start(line, tagged)  # Open MPI's tags after the last `\r` stay: the splitter rejoins their pieces
+    return line[:start] + visible(line[start:])
 
 
 def _native_parser(timezone: str | None, chatter: Chatter, size: int | None) -> NativeParser:
@@ -243,7 +244,10 @@ def parse_paths(
     file as it is opened, and ``opened(name, None)`` once it is read (a progress line's hook).
     """
     native = _native_parser(timezone, chatter, size)
-    for name in iter_files(paths):
+    from hvdlog.layout import without_launcher_copies
+
+    # horovodrun's --output-filename copies of what hvdlog's layout beside them holds: read once
+    for name in without_launcher_copies(list(iter_files(paths))):
         if name == STDIN:
             yield from parse_lines(stdin or sys.stdin.buffer, parser=native)
             continue

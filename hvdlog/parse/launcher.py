@@ -14,7 +14,7 @@ from typing import Any, Final, NamedTuple
 
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["TagSplitter", "Tagged", "path_fields", "split_prefixed", "strip_tag", "visible"]
+__all__ = ["TagSplitter", "Tagged", "path_fields", "payload_start", "split_prefixed", "strip_tag", "visible"]
 
 _OPENMPI: Final = compile_pattern("HOROVOD_OPENMPI_LINE")
 _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
@@ -32,6 +32,8 @@ _ANSI: Final = compile_pattern("HOROVOD_ANSI_ANY").regex
 _LAUNCHER_LOG_PATH: Final = re.compile(r"(?:^|/)(?P<job>[^/]+)/launcher\.log(?:\.\d+)?$")
 _PAYLOAD: Final = "@metadata.hvd.payload"
 _PREFIX: Final = "@metadata.hvd.prefix"
+#: the regex group of an Open MPI line's payload (where the payload starts in the line as it stands)
+_OPENMPI_PAYLOAD: Final = next(capture.group for capture in _OPENMPI.captures if capture.field == _PAYLOAD)
 
 
 class Tagged(NamedTuple):
@@ -43,9 +45,10 @@ class Tagged(NamedTuple):
 
 def visible(line: str) -> str:
     """What a terminal shows of ``line``: no colour codes, and only what follows the last
-    carriage return (tqdm's progress output, never ended by a newline, glued before it)."""
+    carriage return (tqdm's progress output, never ended by a newline, glued before it). A
+    carriage return nothing follows is a line end (CRLF) a colour code stood after: it hides nothing."""
     if "\x1b" in line:
-        line = _ANSI.sub("", line)
+        line = _ANSI.sub("", line).rstrip("\r")
     if "\r" in line:
         line = line[line.rindex("\r") + 1:]
     return line
@@ -58,6 +61,17 @@ def strip_tag(line: str) -> Tagged:
     tagged = split_prefixed(line)
     tagged.fields.pop(_PREFIX, None)
     return tagged
+
+
+def payload_start(line: str, tagged: Tagged) -> int:
+    """Where ``tagged``'s payload (``line`` split by :func:`split_prefixed`, or by a learned
+    prefix) starts in ``line``: Open MPI's tags inside the payload were removed from it, so
+    its length alone does not say."""
+    if tagged.fields.get("horovod.launcher.format") == "openmpi":
+        found = _OPENMPI.regex.match(line)
+        if found is not None:
+            return found.start(_OPENMPI_PAYLOAD)
+    return len(line) - len(tagged.payload)
 
 
 def split_prefixed(line: str) -> Tagged:
@@ -83,7 +97,7 @@ def split_prefixed(line: str) -> Tagged:
         if fields is not None:
             fields["horovod.launcher.format"] = "srun"
             return Tagged(fields.pop(_PAYLOAD, ""), fields)
-    if "] " in head or "Traceback" in head or "*** SIG" in head:  # also behind a collector's prefix
+    if "] " in head or "Traceback" in head or "*** SIG" in head or ": error: " in head:  # also behind a collector's prefix
         fields = _PREFIXED_CORE.match(line)
         if fields is not None:
             prefix = fields[_PREFIX]

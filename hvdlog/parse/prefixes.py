@@ -4,8 +4,9 @@ A prefix is found by rule (HOROVOD_SCHEDULER_PREFIX: at most 160 characters endi
 separator or a time, then blanks), learned once per file and removed from the file's other
 lines. It is learned where it stands before a line the parser knows:
 
-- a launcher tag, a core header, a traceback's header or a signal handler's line (one line
-  says it: the grok patterns find such a prefix themselves, see hvdlog/parse/launcher.py);
+- a launcher tag, a core header, a traceback's header, a signal handler's line or Slurm's own
+  error (``srun: error: ``, ``slurmstepd: error: ``): one line says it, the grok patterns find
+  such a prefix themselves (HOROVOD_PREFIXED_CORE, see hvdlog/parse/launcher.py);
 - any other known line shape -- a block's first line (blocks.json), a message of the table
   (messages.json), a headless stall line -- but only when the line as a whole is not one,
   and the neighbouring line (the one before or, for the first line, the one after: that

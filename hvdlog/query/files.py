@@ -25,7 +25,6 @@ import contextlib
 import gc
 import io
 import os
-import re
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -35,7 +34,7 @@ from typing import Final
 
 from hvdlog.documents import Document, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
-from hvdlog.layout import path_rank, walk
+from hvdlog.layout import path_rank, walk, without_launcher_copies
 from hvdlog.parse import parse_lines
 from hvdlog.query.follow import Follower
 from hvdlog.query.prefilter import line_test
@@ -54,36 +53,6 @@ def discover(paths: Iterable[str | Path], warn: Warn) -> list[Path]:
     """Files named directly, plus every log file under named directories (:func:`hvdlog.layout.walk`),
     without horovodrun's ``--output-filename`` copies of what hvdlog's layout already holds."""
     return without_launcher_copies(sorted(set(walk(paths, warn))))
-
-
-_LAYOUT_NATIVE: Final = re.compile(r"^rank-(\d+)\.(stdout|stderr)\.log(?:\.\d+)?$")
-_TREE_FILE: Final = re.compile(r"(?:^|/)rank\.(\d+)/(stdout|stderr)$")
-
-
-def without_launcher_copies(files: list[Path]) -> list[Path]:
-    """``files`` without the ``--output-filename`` tree files (``<dir>/rank.N/stdout|stderr``)
-    under a job directory where hvdlog's layout captured the same rank's stream (or its
-    events): horovodrun writes the same native lines again there, plus hvdlog's console
-    lines, whose events the ``rank-N.jsonl`` files hold. Read twice, every line would count twice."""
-    captured: set[tuple[Path, int, str]] = set()
-    for path in files:
-        found = _LAYOUT_NATIVE.match(path.name)
-        if found is not None:  # <job>/<host>/rank-N.stream.log
-            captured.add((path.parent.parent, int(found.group(1)), found.group(2)))
-        elif path.name.endswith(".jsonl") and path.name.startswith("rank-") and path.name[5:-6].isdigit():
-            captured.add((path.parent.parent, int(path.name[5:-6]), "stdout"))  # hvdlog's console echoes go to stdout
-    if not captured:
-        return files
-    jobs = {job for job, _, _ in captured}
-    kept = []
-    for path in files:
-        tree = _TREE_FILE.search(path.as_posix())
-        if tree is not None:
-            key = (int(tree.group(1)), tree.group(2))
-            if any((job, *key) in captured for job in jobs if job in path.parents):
-                continue
-        kept.append(path)
-    return kept
 
 
 def is_events_file(path: Path) -> bool:

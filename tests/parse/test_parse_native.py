@@ -209,3 +209,24 @@ class TestTagSplitter:
         """A tag of the same rank inside a line is removed; gloo and untagged lines keep their text."""
         (piece,) = TagSplitter().feed(line)
         assert (piece.payload, piece.fields.get("rank")) == (payload, rank)
+
+
+class TestWhatATerminalShows:
+    """A console line as a terminal shows it: colour codes and tqdm's `\\r` progress (read line by line,
+    never split at a `\\r`, as a file is)."""
+
+    @staticmethod
+    def _read(line: str) -> list[dict]:
+        return list(parse_lines([line], path="console.log", timezone="UTC"))
+
+    def test_a_line_end_under_colour_codes_hides_nothing(self) -> None:
+        """CRLF inside a colour (`...:\\r\\x1b[0m`): the `\\r` ends the line, no progress stood before it."""
+        (doc,) = self._read("\x1b[36m[1,1]<stderr>:\x1b[1;31mERROR\x1b[0m: disk full\r\x1b[0m")
+        assert (doc["message"], doc["rank"]) == ("ERROR: disk full", 1)
+
+    def test_progress_before_a_line_with_open_mpi_tags_inside(self) -> None:
+        """tqdm's `\\r` output after the tag, Open MPI's tag in the rest: the line is read whole."""
+        progress = " 45%|####5     | 45/100 [00:12<00:15,  3.61it/s]\r"
+        (doc,) = self._read(f"[1,0]<stderr>:{progress}[2019-04-13 13:53:31.851608: W horovod/common/operations.cc:588[1,0]<stderr>:] "
+                            "HorovodBroadcast_conv2d_bias_Momentum_0 [missing ranks: 1]")
+        assert (doc["rank"], doc["log"]["level"], doc["horovod"]["stall"]["missing_ranks"]) == (0, "warning", [1])

@@ -88,3 +88,16 @@ def test_per_rank_files_are_not_searched_for_a_prefix() -> None:
     """horovodrun and hvdlog write per-rank files themselves: no scheduler stands between."""
     lines = [f"trainer-1  | {line}" for line in _BOX]
     assert _messages(lines, path="logs/rank-1.stdout.log") == lines
+
+
+def test_a_slurm_error_behind_a_prefix_is_proof_on_one_line() -> None:
+    """`srun: error:` / `slurmstepd: error:` after a prefix-shaped lead is known on its own, as a
+    core header is (a one-line console has no neighbour to confirm it); a device field stays no rank."""
+    error = "srun: error: Unable to create step for job 7001: Memory required by task is not available"
+    for prefix in ("trainer-1  | ", "Mar  4 05:06:07 node07 python3[4321]: ", "(BaseHorovodWorker pid=43121, ip=10.1.2.7) "):
+        (doc,) = _docs([prefix + error])
+        assert (doc["message"], doc["log"]["level"], doc.get("rank")) == (error, "error", None), prefix
+    (doc,) = _docs(["trainer-1  | slurmstepd: error: Detected 1 oom-kill event(s) in step 7001.0 cgroup."])
+    assert doc["message"].startswith("slurmstepd: error:") and doc["log"]["level"] == "error"
+    (doc,) = _docs(["trainer-1  | gpu1:4321:4400 [0] NCCL WARN srun: error: x"])
+    assert doc.get("rank") is None
