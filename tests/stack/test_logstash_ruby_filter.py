@@ -59,6 +59,9 @@ TAG_STEPS = [
 ANSI_GSUB = re.compile(DEFINITIONS["HOROVOD_ANSI_ANY"])
 PROGRESS_GSUB = re.compile(DEFINITIONS["HOROVOD_PROGRESS_ANY"], re.MULTILINE)
 COLLECTOR_GSUB = re.compile(f"^(?:{DEFINITIONS['HOROVOD_COLLECTOR_PREFIX']})", re.MULTILINE)
+#: horovod-native.conf's scheduler-prefix gsub of untagged events (HOROVOD_PREFIXED_CORE's regex)
+SCHEDULER_GSUB = re.compile(
+    f"^{DEFINITIONS['HOROVOD_PREFIX_NOT_CORE']}(?:{DEFINITIONS['HOROVOD_SCHEDULER_PREFIX']}){DEFINITIONS['HOROVOD_PREFIXED_START']}", re.MULTILINE)
 TAG_OVERWRITE = ("rank", "horovod.launcher.stream")
 OPENMPI_RANKS = re.compile(r"\[\d+,(\d+)\]<std")
 CORE_OVERWRITE = ("message", "rank")
@@ -66,7 +69,7 @@ NATIVE_CASES = [case for case in cases() if case.log.parent.name != "horovod.app
 REAL_CASES = real_cases()
 #: Real-world cases (tests/corpus/realworld) whose expected documents the Logstash path gives;
 #: raise it when a rule lands in logstash/ (it may only go up).
-REALWORLD_RIGHT_THROUGH_LOGSTASH = 101
+REALWORLD_RIGHT_THROUGH_LOGSTASH = 102
 
 
 @pytest.fixture(name="jruby", scope="module")
@@ -168,6 +171,8 @@ def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
             if item.event.get("horovod.launcher.format") == launcher:
                 for gsub in gsubs:
                     item.event["message"] = re.sub(gsub, "", item.event["message"], flags=re.MULTILINE)
+        if "horovod.launcher.format" not in item.event:
+            item.event["message"] = SCHEDULER_GSUB.sub("", item.event["message"])
         item.event["message"] = PROGRESS_GSUB.sub("", item.event["message"])
     kept = [item for item in shipped if re.search(r"\S", item.event["message"])]
     core = run_logstash([("HOROVOD_CORE_LINE", item.event["message"]) for item in kept], keep_empty=True)
