@@ -51,6 +51,7 @@ def register(params)
   @what = compile("HOROVOD_TERMINATE_WHAT")
   @chatter = compile("HOROVOD_CHATTER")
   @broken = compile("HOROVOD_BROKEN_LINE")
+  @core_line = compile("HOROVOD_CORE_LINE")
   # The message table (hvdlog/parse/assets/messages.json), shared with hvdlog.parse.messages.
   @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
     compiled = compile(row.fetch("pattern"))
@@ -77,13 +78,53 @@ def filter(event)
   block = event.get("[@metadata][hvd][block]").to_s
   lines = block.split("\n", -1)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
+  header = event.get("[@metadata][hvd][level]") && torn_header(lines.first.to_s)
+  classify_all(header ? untorn(event, lines, header) : pieces_of(event, lines))
+end
+
+# The documents of one event's lines (its first line's core fields already set, if any).
+def pieces_of(event, lines)
   first_state = nil
   if event.get("[@metadata][hvd][level]")
     first_state = stall_header?(event.get("message").to_s) ? :stall : :core
   end
   pieces = segments(lines, first_state)
-  return classify_all(bound(process(event, pieces.first || lines))) if pieces.length <= 1
-  classify_all(split(event, pieces, first_state))
+  return bound(process(event, pieces.first || lines)) if pieces.length <= 1
+  split(event, pieces, first_state)
+end
+
+# --- a core line torn by the other thread (hvdlog/parse/native.py `_torn`) ---------------
+
+# Horovod's two threads share stderr: `[hdr1] [hdr2] whole line of the other thread`, then the
+# first line's rest on the next line (`[1]: Horovod initialized`), which Filebeat's `match:
+# before` joins to it. The outer header when `line` is such a line (no rank prefix between
+# the headers, the inner line a whole core line), else nil.
+def torn_header(line)
+  outer = line.start_with?("[") && captures(@core_line, line)
+  return nil unless outer && !outer.key?("[rank]") && outer["message"].start_with?("[") && match(@core_line, outer["message"])
+  line[0, line.length - outer["message"].length]
+end
+
+# The inner line as it is, then the outer header before the next line when that one has no
+# header of its own (hvdlog parse holds the header for it); each read as its own event.
+def untorn(event, lines, header)
+  event.remove("[@metadata][hvd][block]")
+  event.remove("message")
+  PER_EVENT_FIELDS.each { |field| event.remove(field) }
+  rest = lines[1..]
+  rest[0] = header + rest[0] if rest.first && !match(@core_line, rest.first)
+  inner = [lines.first[header.length..]]
+  template = rest.empty? ? nil : event.clone  # before the inner line's fields: lean, as in split
+  results = pieces_of(grokked(event, inner), inner)
+  results.concat(pieces_of(grokked(template, rest), rest)) if template
+  results
+end
+
+# An event of `lines` with what horovod-native.conf's core-line grok gives for their first line.
+def grokked(event, lines)
+  event.set("[message]", lines.join("\n"))
+  (captures(@core_line, lines.first) || {}).each { |field, value| event.set(field == "message" ? "[message]" : field, value) }
+  event
 end
 
 # Filebeat joined lines that hvdlog parse reads as several documents (a headless traceback

@@ -50,11 +50,12 @@ class TestSegments:
         assert list(segments(lines)) == [(None, 0, 0), ("traceback_start", 1, 10), (None, 12, 12)]
 
     def test_filebeat_only_stops_at_what_filebeat_cannot_join(self) -> None:
-        """The cause line after TF's `Node: '...'` continues the block for hvdlog parse only."""
-        lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in f', "tensorflow.errors.InternalError: failed",
-                 "Node: 'DistributedAdam_Allreduce'", "Horovod allreduce failed on rank 1"]
-        assert list(segments(lines)) == [("traceback_start", 0, 4)]
-        assert list(segments(lines, filebeat_only=True)) == [("traceback_start", 0, 3), (None, 4, 4)]
+        """A function name after TF 1's `Function call stack:` continues the block for hvdlog parse only
+        (only the line before announces it; the cause after `Node: '...'` Filebeat's `match: before` joins)."""
+        lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in f', "tensorflow.errors.UnknownError: failed",
+                 "Function call stack:", "train_function", "epoch 2"]
+        assert list(segments(lines)) == [("traceback_start", 0, 4), (None, 5, 5)]
+        assert list(segments(lines, filebeat_only=True)) == [("traceback_start", 0, 3), (None, 4, 4), (None, 5, 5)]
 
 
 class TestByteCap:

@@ -88,7 +88,7 @@ class TestOneSourceOfPatterns:
         assert used and used <= set(load_definitions())
 
     def test_tag_gsubs_are_the_pattern_file(self) -> None:
-        """The tag- and arrival-time-removing gsub regexes (gsub cannot use %{}) equal the pattern file's."""
+        """The tag-, prefix- and arrival-time-removing gsub regexes (gsub cannot use %{}) equal the pattern file's."""
         definitions = load_definitions()
         native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
         gsubs = set(re.findall(r'"message", "([^"]+)", ""', native))
@@ -105,6 +105,8 @@ class TestOneSourceOfPatterns:
             f"^{prefix}{definitions['HOROVOD_SRUN_TAG_ANY']}",
             definitions["HOROVOD_ANSI_ANY"],
             definitions["HOROVOD_PROGRESS_ANY"],
+            # untagged: a scheduler's prefix before a core header (HOROVOD_PREFIXED_CORE, expanded)
+            f"^{definitions['HOROVOD_PREFIX_NOT_CORE']}(?:{definitions['HOROVOD_SCHEDULER_PREFIX']}){definitions['HOROVOD_PREFIXED_START']}",
         }
 
 

@@ -59,6 +59,9 @@ TAG_STEPS = [
 ANSI_GSUB = re.compile(DEFINITIONS["HOROVOD_ANSI_ANY"])
 PROGRESS_GSUB = re.compile(DEFINITIONS["HOROVOD_PROGRESS_ANY"], re.MULTILINE)
 COLLECTOR_GSUB = re.compile(f"^(?:{DEFINITIONS['HOROVOD_COLLECTOR_PREFIX']})", re.MULTILINE)
+#: horovod-native.conf's scheduler-prefix gsub of untagged events (HOROVOD_PREFIXED_CORE's regex)
+SCHEDULER_GSUB = re.compile(
+    f"^{DEFINITIONS['HOROVOD_PREFIX_NOT_CORE']}(?:{DEFINITIONS['HOROVOD_SCHEDULER_PREFIX']}){DEFINITIONS['HOROVOD_PREFIXED_START']}", re.MULTILINE)
 TAG_OVERWRITE = ("rank", "horovod.launcher.stream")
 OPENMPI_RANKS = re.compile(r"\[\d+,(\d+)\]<std")
 CORE_OVERWRITE = ("message", "rank")
@@ -66,7 +69,7 @@ NATIVE_CASES = [case for case in cases() if case.log.parent.name != "horovod.app
 REAL_CASES = real_cases()
 #: Real-world cases (tests/corpus/realworld) whose expected documents the Logstash path gives;
 #: raise it when a rule lands in logstash/ (it may only go up).
-REALWORLD_RIGHT_THROUGH_LOGSTASH = 41
+REALWORLD_RIGHT_THROUGH_LOGSTASH = 102
 
 
 @pytest.fixture(name="jruby", scope="module")
@@ -168,6 +171,8 @@ def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
             if item.event.get("horovod.launcher.format") == launcher:
                 for gsub in gsubs:
                     item.event["message"] = re.sub(gsub, "", item.event["message"], flags=re.MULTILINE)
+        if "horovod.launcher.format" not in item.event:
+            item.event["message"] = SCHEDULER_GSUB.sub("", item.event["message"])
         item.event["message"] = PROGRESS_GSUB.sub("", item.event["message"])
     kept = [item for item in shipped if re.search(r"\S", item.event["message"])]
     core = run_logstash([("HOROVOD_CORE_LINE", item.event["message"]) for item in kept], keep_empty=True)
@@ -218,6 +223,22 @@ class TestSameDocumentsAsHvdlogParse:
             split += len(item.docs) > 1
         assert not differences, f"{len(differences)} differ, first: {differences[:2]}"
         assert compared > 300 and multiline >= 20 and split >= 1, (compared, multiline, split)
+
+    def test_a_torn_core_line_is_rejoined(self, jruby: str) -> None:
+        """A core line the other thread's whole core line tore (`[hdr] [hdr] line`, its rest on
+        the next line): Filebeat's `match: before` joins the rest to it, and the filter gives
+        hvdlog parse's documents of the whole stream: the inner line, then the outer header
+        with its rest (a header whose next line is a core line, or none, is dropped in both)."""
+        path = "/logs/torn/node1/rank-1.stderr.log"
+        header = "[2024-02-11 09:30:01.119004: I /src/horovod/common/operations.cc:689] "
+        inner = "[2024-02-11 09:30:01.119010: D /src/horovod/common/operations.cc:906] Background thread init done"
+        lines = [header + inner, "[1]: Horovod initialized", "epoch 1", header + inner, header + "[1]: next", header + inner]
+        shipped = list(_events_of_file("torn", path, [lines], "UTC"))
+        assert [item.text.count("\n") for item in shipped] == [1, 0, 1, 0]
+        ours = [_comparable(event) for _, events in _through(jruby, shipped) for event in events or []]
+        theirs = [_comparable(doc) for doc in parse_lines(lines, path=path)]
+        assert ours == theirs
+        assert [(doc["message"], doc["log.level"]) for doc in ours[:2]] == [("Background thread init done", "debug"), ("Horovod initialized", "info")]
 
     def test_stalls_and_tracebacks_are_among_them(self, through_filter) -> None:
         """The comparison covers stall blocks (with core header) and tracebacks as whole events."""
