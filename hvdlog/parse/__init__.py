@@ -108,8 +108,13 @@ def parse_lines(
     prefixes = PrefixMemory(neighbours="rank" not in base)
     splitter = TagSplitter(prefixes.strip, prefixes.learn)
     sniff_json = "horovod.launcher.stream" not in base
-    for raw in lines:
-        line, arrival = split_arrival(decode_line(raw))
+    texts: Iterable[str] = map(decode_line, lines)
+    if "rank" not in base:  # a console: a terminal may have wrapped its lines (per-rank files: no terminal)
+        from hvdlog.parse.wraps import Unwrapper
+
+        texts = Unwrapper().lines(texts)
+    for text in texts:
+        line, arrival = split_arrival(text)
         if sniff_json and line[:1] == "{":
             doc = decode_event(line, path)
             if doc is not None:

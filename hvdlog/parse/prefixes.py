@@ -31,7 +31,7 @@ from hvdlog.parse.launcher import Tagged, split_prefixed
 from hvdlog.parse.messages import load_messages
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["PrefixMemory", "known_shape"]
+__all__ = ["PrefixMemory", "known_shape", "known_start"]
 
 _SCHEDULER: Final = compile_pattern("HOROVOD_SCHEDULER_PREFIX").regex
 _CORE: Final = compile_pattern("HOROVOD_CORE_LINE").regex
@@ -77,6 +77,12 @@ def _starts() -> re.Pattern[str]:
 
 
 _STARTS: Final = _starts()
+
+
+def known_start(text: str) -> bool:
+    """Whether ``text`` as it stands begins a line the parser knows (no tag or prefix looked
+    for): a core header, a block's first line, a message of the table, a stall tensor line."""
+    return _STARTS.match(text) is not None or ("ranks: " in text and _OPS.match(text) is not None)
 
 
 def known_shape(text: str) -> bool:
@@ -201,7 +207,7 @@ class PrefixMemory:
         self._previous, self._head = line, None
         if line[0] in " \t":
             return False
-        if _STARTS.match(line) is not None or ("ranks: " in line and _OPS.match(line) is not None):
+        if known_start(line):
             self._settled = True  # known as it stands: this file has no prefix
             return False
         first = _SCHEDULER.match(line)
