@@ -108,12 +108,7 @@ def parse_lines(
     prefixes = PrefixMemory(neighbours="rank" not in base)
     splitter = TagSplitter(prefixes.strip, prefixes.learn)
     sniff_json = "horovod.launcher.stream" not in base
-    texts: Iterable[str] = map(decode_line, lines)
-    if "rank" not in base:  # a console: a terminal may have wrapped its lines (per-rank files: no terminal)
-        from hvdlog.parse.wraps import Unwrapper
-
-        texts = Unwrapper().lines(texts)
-    for text in texts:
+    for text in _texts(lines, console="rank" not in base):
         line, arrival = split_arrival(text)
         if sniff_json and line[:1] == "{":
             doc = decode_event(line, path)
@@ -134,6 +129,17 @@ def parse_lines(
             if docs:
                 yield from docs
     yield from _closed(prefixes, splitter, native, base)
+
+
+def _texts(lines: Iterable[bytes | str], *, console: bool) -> Iterable[str]:
+    """The decoded lines; a console's with the pieces of lines a terminal wrapped joined back
+    (hvdlog/parse/wraps.py; a per-rank file has no terminal between)."""
+    texts = map(decode_line, lines)
+    if not console:
+        return texts
+    from hvdlog.parse.wraps import Unwrapper
+
+    return Unwrapper().lines(texts)
 
 
 def _closed(prefixes: PrefixMemory, splitter: TagSplitter, native: NativeParser, base: dict[str, Any]) -> Iterator[Document]:

@@ -79,10 +79,11 @@ def _starts() -> re.Pattern[str]:
 _STARTS: Final = _starts()
 
 
-def known_start(text: str) -> bool:
+def known_start(text: str, *, headless: bool = True) -> bool:
     """Whether ``text`` as it stands begins a line the parser knows (no tag or prefix looked
-    for): a core header, a block's first line, a message of the table, a stall tensor line."""
-    return _STARTS.match(text) is not None or ("ranks: " in text and _OPS.match(text) is not None)
+    for): a core header, a block's first line, a message of the table, a stall tensor line
+    (``headless``: also one whose header was lost)."""
+    return _STARTS.match(text) is not None or (headless and "ranks: " in text and _OPS.match(text) is not None)
 
 
 def known_shape(text: str) -> bool:
