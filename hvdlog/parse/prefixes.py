@@ -61,13 +61,18 @@ def _shape(prefix: str) -> re.Pattern[str]:
     return _zeroed_shape(prefix.translate(_ZEROS))
 
 
-def _starts() -> re.Pattern[str]:
+#: blocks.json's openers of a block whose first line was lost (a frame or an exception line
+#: without its ``Traceback``): known alone only where a line may have lost its head
+_HEADLESS: Final = frozenset({"headless_frame", "lone_exception"})
+
+
+def _starts(*, headless: bool = True) -> re.Pattern[str]:
     """One regex for every line shape a block or a message begins with (blocks.json's
     openers, messages.json's rows, the core line): the rows stay the only source."""
     shapes = [message.pattern.regex.pattern for message in load_messages()]
     shapes.append(_CORE.pattern)
     for opener in _GRAMMAR.opens:
-        if opener.state == "code" or opener.tests:
+        if opener.state == "code" or opener.tests or (not headless and opener.name in _HEADLESS):
             continue
         if opener.contains is not None:  # the legacy stall header: its mark starts the line
             shapes.append(r"\A" + re.escape(opener.contains))
@@ -77,13 +82,17 @@ def _starts() -> re.Pattern[str]:
 
 
 _STARTS: Final = _starts()
+_HEADED: Final = _starts(headless=False)
 
 
 def known_start(text: str, *, headless: bool = True) -> bool:
     """Whether ``text`` as it stands begins a line the parser knows (no tag or prefix looked
-    for): a core header, a block's first line, a message of the table, a stall tensor line
-    (``headless``: also one whose header was lost)."""
-    return _STARTS.match(text) is not None or (headless and "ranks: " in text and _OPS.match(text) is not None)
+    for): a core header, a block's first line, a message of the table, a stall tensor line;
+    not ``headless``: no line that only a block's lost head would explain (a stall tensor
+    line, a frame or an exception line alone)."""
+    if not headless:
+        return _HEADED.match(text) is not None
+    return _STARTS.match(text) is not None or ("ranks: " in text and _OPS.match(text) is not None)
 
 
 def known_shape(text: str) -> bool:

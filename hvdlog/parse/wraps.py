@@ -177,7 +177,7 @@ class Unwrapper:
         self._read = (line, fields)
         if _FORMAT in fields:
             return not held.tagged or (prefix is None and not fields.get(_PREFIX))
-        return known_start(line, headless=not held.tagged)  # a tagged console's stall lines are tagged
+        return known_start(line, headless=not held.tagged)  # a rank's lines are tagged in a tagged console
 
 
 def _completes(held: str, line: str) -> bool:

@@ -80,3 +80,12 @@ def test_per_rank_files_are_not_unwrapped() -> None:
     lines = ["x" * 100, "continued?"]
     docs = list(parse_lines(lines, path="job/host/rank-0.stdout.log", timezone="UTC"))
     assert [doc["message"] for doc in docs] == lines
+
+
+def test_the_headless_openers_are_the_grammars() -> None:
+    """The openers a wrapped piece may look like (a frame, an exception line) are named in
+    blocks.json: a renamed one would make pieces stand again."""
+    from hvdlog.parse.blocks import grammar
+    from hvdlog.parse.prefixes import _HEADLESS
+
+    assert {opener.name for opener in grammar().opens} >= _HEADLESS
