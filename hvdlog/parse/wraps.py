@@ -8,8 +8,9 @@ stand, the rank's line is cut short and its rest is a line of no rank.
 The width is read from the file itself: no line of a wrapped capture is longer than ``W``,
 so a piece that a continuation follows is always as long as the longest line so far (and at
 least 80 columns, the narrowest terminal). The next line continues it when it cannot stand on
-its own (see :func:`_stands`: a blank line, a line drawn across, a line shape the parser
-knows, the held line's prefix or launcher tag, or the same first characters all stand) and
+its own (see ``Unwrapper._stands``: a blank line, a line drawn across, the piece's first
+characters, prefix or launcher tag, a line shape the parser knows all stand; after a tagged
+piece, not a line that only a block's lost head would explain: a rank's lines carry its tag) and
 
 - the piece carries a launcher tag (a rank's line went on: an untagged line there is
   no line of that console's launcher); or
