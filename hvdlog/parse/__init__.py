@@ -108,8 +108,8 @@ def parse_lines(
     prefixes = PrefixMemory(neighbours="rank" not in base)
     splitter = TagSplitter(prefixes.strip, prefixes.learn)
     sniff_json = "horovod.launcher.stream" not in base
-    for raw in lines:
-        line, arrival = split_arrival(decode_line(raw))
+    for text in _texts(lines, console="rank" not in base):
+        line, arrival = split_arrival(text)
         if sniff_json and line[:1] == "{":
             doc = decode_event(line, path)
             if doc is not None:
@@ -129,6 +129,17 @@ def parse_lines(
             if docs:
                 yield from docs
     yield from _closed(prefixes, splitter, native, base)
+
+
+def _texts(lines: Iterable[bytes | str], *, console: bool) -> Iterable[str]:
+    """The decoded lines; a console's with the pieces of lines a terminal wrapped joined back
+    (hvdlog/parse/wraps.py; a per-rank file has no terminal between)."""
+    texts = map(decode_line, lines)
+    if not console:
+        return texts
+    from hvdlog.parse.wraps import Unwrapper
+
+    return Unwrapper().lines(texts)
 
 
 def _closed(prefixes: PrefixMemory, splitter: TagSplitter, native: NativeParser, base: dict[str, Any]) -> Iterator[Document]:

@@ -32,7 +32,7 @@ from hvdlog.parse.launcher import Tagged, split_prefixed
 from hvdlog.parse.messages import load_messages
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["PrefixMemory", "known_shape"]
+__all__ = ["PrefixMemory", "known_shape", "known_start"]
 
 _SCHEDULER: Final = compile_pattern("HOROVOD_SCHEDULER_PREFIX").regex
 _CORE: Final = compile_pattern("HOROVOD_CORE_LINE").regex
@@ -62,13 +62,18 @@ def _shape(prefix: str) -> re.Pattern[str]:
     return _zeroed_shape(prefix.translate(_ZEROS))
 
 
-def _starts() -> re.Pattern[str]:
+#: blocks.json's openers of a block whose first line was lost (a frame or an exception line
+#: without its ``Traceback``): known alone only where a line may have lost its head
+_HEADLESS: Final = frozenset({"headless_frame", "lone_exception"})
+
+
+def _starts(*, headless: bool = True) -> re.Pattern[str]:
     """One regex for every line shape a block or a message begins with (blocks.json's
     openers, messages.json's rows, the core line): the rows stay the only source."""
     shapes = [message.pattern.regex.pattern for message in load_messages()]
     shapes.append(_CORE.pattern)
     for opener in _GRAMMAR.opens:
-        if opener.state == "code" or opener.tests:
+        if opener.state == "code" or opener.tests or (not headless and opener.name in _HEADLESS):
             continue
         if opener.contains is not None:  # the legacy stall header: its mark starts the line
             shapes.append(r"\A" + re.escape(opener.contains))
@@ -78,6 +83,17 @@ def _starts() -> re.Pattern[str]:
 
 
 _STARTS: Final = _starts()
+_HEADED: Final = _starts(headless=False)
+
+
+def known_start(text: str, *, headless: bool = True) -> bool:
+    """Whether ``text`` as it stands begins a line the parser knows (no tag or prefix looked
+    for): a core header, a block's first line, a message of the table, a stall tensor line;
+    not ``headless``: no line that only a block's lost head would explain (a stall tensor
+    line, a frame or an exception line alone)."""
+    if not headless:
+        return _HEADED.match(text) is not None
+    return _STARTS.match(text) is not None or ("ranks: " in text and _OPS.match(text) is not None)
 
 
 def known_shape(text: str) -> bool:
@@ -202,7 +218,7 @@ class PrefixMemory:
         self._previous, self._head = line, None
         if line[0] in " \t":
             return False
-        if _STARTS.match(line) is not None or ("ranks: " in line and _OPS.match(line) is not None):
+        if known_start(line):
             self._settled = True  # known as it stands: this file has no prefix
             return False
         first = _SCHEDULER.match(line)

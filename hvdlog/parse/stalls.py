@@ -16,11 +16,12 @@ by header-less lines; what follows the header changed over the years:
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["StallBlock", "is_continuation", "is_cut_header", "stall_header_seconds", "stall_op_fields"]
+__all__ = ["StallBlock", "is_continuation", "is_cut_header", "is_cut_warning", "stall_header_seconds", "stall_op_fields"]
 
 _HEADER: Final = compile_pattern("HOROVOD_STALL_HEADER")
 _RANKS_TITLE: Final = compile_pattern("HOROVOD_STALL_RANKS_TITLE").regex
@@ -51,6 +52,21 @@ def is_cut_header(message: str) -> bool:
     """True for a stall header a terminal wrapped (mid-word, anywhere after "One or more"):
     the rest went to the next physical line, without the tag, so it is read on its own."""
     return len(message) >= len("One or more") and _HEADER_WORDS.startswith(message.rstrip("0123456789."))
+
+
+#: The whole warning of v0.17+ (numbers as 0), whose last line a wrap may have cut anywhere.
+_WARNING_WORDS: Final = (
+    f"{_HEADER_WORDS}0 seconds. This may indicate that different ranks are trying to submit different tensors"
+    " or that only subset of ranks is submitting tensors, which will cause deadlock."
+)
+_NUMBERS: Final = re.compile(r"\d+(?:\.\d+)?")
+
+
+def is_cut_warning(message: str) -> bool:
+    """True for a stall warning (from "One or more") that stops before its last word, as a
+    terminal's wrap leaves it: :func:`is_cut_header`, or cut anywhere after the number."""
+    said = _NUMBERS.sub("0", message.rstrip(" ").rstrip("0123456789."))
+    return len(said) >= len("One or more") and len(said) < len(_WARNING_WORDS) - 1 and _WARNING_WORDS.startswith(said)
 
 
 def is_continuation(line: str) -> bool:
