@@ -16,7 +16,7 @@ trained() { if [ -n "$quiet" ]; then "$@" >/dev/null 2>&1; else "$@" 2>&1; fi; }
 # HVDLOG_TIMELINE=1: Horovod records its timeline into the job's folder (`hvdlog timeline`).
 HVDLOG_TIMELINE=1 HOROVOD_LOG_LEVEL=debug trained horovodrun -np 2 -H localhost:2 --gloo \
   python training/train.py --log-root "$root" --job demo-stall --epochs 2 --steps-per-epoch 10 \
-    --straggler-rank 1 --straggler-delay 0.05 --hang-rank 1 --hang-at-step 6 --hang-seconds 8 --stall-after 3
+    --straggler-rank 1 --straggler-delay 0.2 --hang-rank 1 --hang-at-step 6 --hang-seconds 8 --stall-after 3
 
 say "training again: rank 1 raises at step 4 (the job fails, as it should)"
 horovodrun -np 2 -H localhost:2 --gloo \
