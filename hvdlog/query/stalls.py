@@ -19,8 +19,9 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, job_of, sort_key, timestamp_millis
-from hvdlog.fields import LAUNCHER_DATASET, level_at_least
+from hvdlog.fields import LAUNCHER_DATASET, PARSE_FAILURE_TAG, level_at_least
 from hvdlog.parse.patterns import compile_pattern
+from hvdlog.parse.stalls import is_continuation
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
 
 __all__ = [
@@ -376,8 +377,21 @@ def _reporter_moved_on(builder: EpisodeBuilder | None, doc: Document) -> None:
         return
     if (doc.get("rank"), get_field(doc, "log.file.path")) != builder.reporter or doc.get("rank") in builder.episode.missing_ranks:
         return
-    if get_field(doc, "event.dataset") == LAUNCHER_DATASET and get_field(doc, "log.level") == "info" and get_field(doc, "event.action") is None:
+    if _printed(doc):
         builder.moved_on = True
+
+
+def _printed(doc: Document) -> bool:
+    """A line the training script printed: an info line of no Horovod format, no parse failure
+    and no piece of a stall report (a terminal that wraps a report's line leaves its first piece
+    under the rank's tag: a header's words, a broken core header, a cut rank line)."""
+    if get_field(doc, "event.dataset") != LAUNCHER_DATASET or get_field(doc, "log.level") != "info" or get_field(doc, "event.action"):
+        return False
+    tags = doc.get("tags")
+    if tags == PARSE_FAILURE_TAG or (isinstance(tags, list) and PARSE_FAILURE_TAG in tags):
+        return False
+    message = str(doc.get("message") or "")
+    return not (message.startswith("One or more") or is_continuation(message))
 
 
 def reporters_filter(docs: Sequence[Document], base: Filter) -> Filter | None:
