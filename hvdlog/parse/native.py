@@ -117,6 +117,13 @@ class NativeParser:
                 known = self._streams[key] = _Stream(dict(context))
             stream = known
             self._last_context, self._last_stream = context, stream
+            ended = self._sibling_stall(key)
+            if ended is not None:
+                return [self._flush(ended), *self._feed_timed(stream, payload, context, arrival)]
+        return self._feed_timed(stream, payload, context, arrival)
+
+    def _feed_timed(self, stream: _Stream, payload: str, context: dict[str, Any], arrival: str | None) -> list[Document]:
+        """:meth:`feed` once the line's stream is known: its times, then the line."""
         launcher_time = context.get("@metadata.hvd.launcher_time")
         if launcher_time is not None:
             # the launcher's time has whole seconds: keep a core time of the same second
@@ -131,6 +138,21 @@ class NativeParser:
             # read: another stream's line releases it first, so documents keep their read order.
             return [self._flush(held), *self._feed_stream(stream, payload)]
         return self._feed_stream(stream, payload)
+
+    def _sibling_stall(self, key: tuple[Any, ...]) -> _Stream | None:
+        """A stall report still open on the other stream of the same process (rank and file) as
+        ``key``'s line. Horovod writes a report at once, and while its rank waits for the
+        stalled tensors its training thread prints nothing: a line of the same process on
+        another stream comes after the report, so the report ends there and its document keeps
+        its place in read order (the only order an untimed report has)."""
+        rank, name, path = key
+        if not isinstance(rank, int) or name is None:
+            return None
+        for other in ("stderr", "stdout"):
+            sibling = self._streams.get((rank, other, path)) if other != name else None
+            if sibling is not None and sibling.kind == "stall":
+                return sibling
+        return None
 
     def _feed_stream(self, stream: _Stream, payload: str) -> list[Document]:
         """``payload`` into its own stream: continue the open event, or close it and begin."""

@@ -19,13 +19,14 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, job_of, sort_key, timestamp_millis
-from hvdlog.fields import level_at_least
+from hvdlog.fields import LAUNCHER_DATASET, PARSE_FAILURE_TAG, level_at_least
 from hvdlog.parse.patterns import compile_pattern
+from hvdlog.parse.stalls import is_continuation
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
 
 __all__ = [
     "STALL_EVENTS", "EpisodeBuilder", "StallEpisode", "find_stalls", "names_in", "progress_filter", "ranks_in", "ready_entries",
-    "stall_episodes",
+    "reporters_filter", "stall_episodes",
 ]
 
 #: A legacy ``<tensor> [missing|ready ranks: ...]`` entry (the pattern file's, one source).
@@ -119,8 +120,8 @@ def ready_entries(doc: Document) -> list[tuple[str, list[int]]]:
 class EpisodeBuilder:
     """Builds one :class:`StallEpisode` from its reports: the accumulators live here, not in the result."""
 
-    __slots__ = ("culprits", "episode", "last_index", "last_ms", "ready", "size_seen", "stalled", "stalled_steps", "start_ms",
-                 "unsubmitted", "untimed", "waits")
+    __slots__ = ("culprits", "episode", "last_index", "last_ms", "moved_on", "ready", "reporter", "size_seen", "stalled",
+                 "stalled_steps", "start_ms", "unsubmitted", "untimed", "waits")
 
     def __init__(self, episode: StallEpisode, start_ms: int = 0, last_ms: int = 0, *, untimed: bool = False) -> None:
         self.episode = episode
@@ -128,6 +129,9 @@ class EpisodeBuilder:
         #: Reports without a time (Horovod before 0.16, HOROVOD_LOG_HIDE_TIME): placed by position.
         self.untimed = untimed
         self.last_index = 0
+        #: Untimed reports: the rank and file of the last one, and whether that rank's own output went on after it.
+        self.reporter: tuple[int, Any] | None = None
+        self.moved_on = False
         self.stalled: set[int] = set()
         self.stalled_steps: dict[int, int] = {}
         self.culprits: set[int] = set()
@@ -298,6 +302,8 @@ def _builders(docs: Iterable[Document], merge_gap: float) -> tuple[list[EpisodeB
         if millis is None:
             if source is not None:
                 _add_untimed(builders, current, (source, job, _epoch(doc)), doc, index)
+            else:
+                _reporter_moved_on(current.get(("inspector", job, _epoch(doc))), doc)
             continue
         if source is None:
             watched = current.get(("watchdog", job, _epoch(doc)))
@@ -348,7 +354,8 @@ def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0, *, size: 
     job size when the user knows it; else the job's own events say it, or it is unknown (the
     missing ranks of legacy ``[ready ranks]`` reports are then a lower bound). Reports without a
     time are kept too (episodes with no start): consecutive ones that share a missing rank are
-    one episode, ordered by their position in the stream.
+    one episode, ordered by their position in the stream, unless the reporting rank printed
+    between them (``docs`` holding its lines: :func:`reporters_filter`).
     """
     builders, seen = _builders(docs, merge_gap)
     for builder in builders:
@@ -359,14 +366,62 @@ def stall_episodes(docs: Iterable[Document], merge_gap: float = 150.0, *, size: 
 
 
 def _add_untimed(builders: list[EpisodeBuilder], current: dict[_Key, EpisodeBuilder], key: _Key, doc: Document, index: int) -> None:
-    """An untimed report joins the open untimed episode when they share a missing rank; else it opens one."""
+    """An untimed report joins the open untimed episode when they share a missing rank and the
+    reporting rank printed nothing between them (see :func:`_reporter_moved_on`); else it opens one."""
     builder = current.get(key)
     missing = set(ranks_in(get_field(doc, "horovod.stall.missing_ranks")))
-    if builder is None or not builder.untimed or (missing and builder.episode.missing_ranks and not missing & set(builder.episode.missing_ranks)):
+    if builder is None or not builder.untimed or builder.moved_on or (
+        missing and builder.episode.missing_ranks and not missing & set(builder.episode.missing_ranks)
+    ):
         builder = current[key] = EpisodeBuilder(StallEpisode(key[0], key[1], None, None, 0.0, epoch=key[2]), untimed=True)
         builders.append(builder)
     builder.add(doc, 0)
     builder.last_index = index
+    rank = doc.get("rank")
+    builder.reporter = (rank, get_field(doc, "log.file.path")) if isinstance(rank, int) and not isinstance(rank, bool) else None
+    builder.moved_on = False
+
+
+def _reporter_moved_on(builder: EpisodeBuilder | None, doc: Document) -> None:
+    """An untimed print of the rank that made the open untimed episode's last report, read after
+    it in the same file, ends that episode: the stall inspector runs on the coordinator, whose
+    training thread waits for the stalled tensors and prints nothing until they complete; a
+    Horovod report repeats every HOROVOD_STALL_CHECK_TIME_SECONDS while the stall lasts, so the
+    next report after such a print is a new stall. Only that rank's lines of that file count:
+    untimed lines have an order only within one file (a source gives them in read order, by
+    rank), and a missing rank may well print while the others wait for it."""
+    if builder is None or not builder.untimed or builder.reporter is None:
+        return
+    if (doc.get("rank"), get_field(doc, "log.file.path")) != builder.reporter or doc.get("rank") in builder.episode.missing_ranks:
+        return
+    if _printed(doc):
+        builder.moved_on = True
+
+
+def _printed(doc: Document) -> bool:
+    """A line the training script printed: an info line of no Horovod format, no parse failure
+    and no piece of a stall report (a terminal that wraps a report's line leaves its first piece
+    under the rank's tag: a header's words, a broken core header, a cut rank line)."""
+    if get_field(doc, "event.dataset") != LAUNCHER_DATASET or get_field(doc, "log.level") != "info" or get_field(doc, "event.action"):
+        return False
+    tags = doc.get("tags")
+    if tags == PARSE_FAILURE_TAG or (isinstance(tags, list) and PARSE_FAILURE_TAG in tags):
+        return False
+    message = str(doc.get("message") or "")
+    return not (message.startswith("One or more") or is_continuation(message))
+
+
+def reporters_filter(docs: Sequence[Document], base: Filter) -> Filter | None:
+    """The stall events and every document of the ranks that made untimed reports one episode
+    holds several of (None if no episode does): whether those ranks printed between their
+    reports splits such an episode (see :func:`_reporter_moved_on`). Asked only then, so a job
+    with times never reads more than its stall reports; one search for both keeps the order
+    of the untimed lines."""
+    builders, _ = _builders(docs, 150.0)
+    ranks = sorted({b.reporter[0] for b in builders if b.untimed and b.reporter is not None and b.episode.reports > 1})
+    if not ranks:
+        return None
+    return replace(base, any_of=(*STALL_EVENTS, Condition("rank", tuple(ranks))))
 
 
 def progress_filter(docs: Sequence[Document], base: Filter) -> Filter | None:
@@ -392,8 +447,11 @@ def find_stalls(
 ) -> list[StallEpisode]:
     """Episodes from any source: stall reports and failures first, then the progress that may end them."""
     docs = list(search(replace(base, any_of=STALL_EVENTS)))
+    wider = reporters_filter(docs, base)
+    if wider is not None:  # untimed reports: read with the reporting ranks' own lines between them
+        docs = list(search(wider))
     extra = progress_filter(docs, base)
     if extra is not None:
-        reports = Filter(any_of=STALL_EVENTS)
+        reports = Filter(any_of=wider.any_of if wider is not None else STALL_EVENTS)
         docs += [doc for doc in search(extra) if not reports.matches(doc)]
     return stall_episodes(docs, merge_gap, size=size)

@@ -43,7 +43,6 @@ def register(params)
   @op = compile("HOROVOD_STALL_OP")
   @traceback = compile("HOROVOD_TRACEBACK_START")
   @exception = compile("HOROVOD_EXCEPTION_LINE")
-  @chain = compile("HOROVOD_TRACEBACK_CHAIN")
   @frame = compile("HOROVOD_TRACEBACK_FRAME")
   @lone_exception = compile("HOROVOD_LONE_EXCEPTION")
   @exception_more = compile("HOROVOD_EXCEPTION_MORE")
@@ -201,8 +200,8 @@ PER_EVENT_FIELDS = %w[[@metadata][hvd][level] [@metadata][hvd][time] [log][origi
 
 # --- the declared grammar (hvdlog/parse/assets/blocks.json), read like hvdlog/parse/blocks.py
 
-Rule = Struct.new(:name, :tests, :then_state, :pattern)
-Opener = Struct.new(:name, :pattern, :prefix, :contains, :tests, :state)
+Rule = Struct.new(:name, :tests, :then_state, :pattern, :action)
+Opener = Struct.new(:name, :pattern, :prefix, :contains, :tests, :state, :action)
 
 def condition(spec)
   case spec
@@ -227,12 +226,13 @@ def load_grammar(blocks)
   @states = blocks.fetch("states").transform_values do |rows|
     rows.map do |row|
       named = row["when"].find { |spec| spec.is_a?(Hash) && spec.key?("match") }
-      Rule.new(row["name"], row["when"].map { |spec| condition(spec) }, row["then"].to_sym, named && compile(named["match"])).freeze
+      Rule.new(row["name"], row["when"].map { |spec| condition(spec) }, row["then"].to_sym, named && compile(named["match"]),
+               row["action"]).freeze
     end.freeze
   end.transform_keys(&:to_sym).freeze
   @opens = blocks.fetch("opens").map do |row|
     Opener.new(row["name"], row["pattern"] && compile(row["pattern"]), row.fetch("prefix", ""), row["contains"],
-               row.fetch("when", []).map { |spec| condition(spec) }, row["state"].to_sym).freeze
+               row.fetch("when", []).map { |spec| condition(spec) }, row["state"].to_sym, row["action"]).freeze
   end.freeze
   @classify = blocks.fetch("classify").to_h do |state, rows|
     [state.to_sym, rows.map { |row| [compile(row.fetch("pattern")), row.fetch("fields")].freeze }.freeze]
@@ -463,22 +463,26 @@ def op_fields(text, size)
 end
 
 # The exception line of a (possibly chained, possibly headless) traceback, read like
-# hvdlog/parse/native.py: after the header and frames, the first other line is the
-# exception; what follows continues its message, until a chain notice and a new traceback.
+# hvdlog/parse/native.py: the grammar (blocks.json) walked again over the document's lines,
+# the last line a rule with the `exception` action took (a chained traceback's own comes
+# after the first's); frames without their indentation are frames, not the exception.
 def exception_line(lines)
-  state = :frames
-  found = nil
+  opener = opener_of(lines.first.to_s)
+  return nil unless opener
+  found = opener.action == "exception" ? 0 : nil
+  state = opener.state
+  previous = lines.first
+  blank = false
   lines.each_with_index do |line, index|
-    case state
-    when :frames
-      next if line.strip.empty? || line.start_with?(" ", "\t") || match(@traceback, line)
-      found = index
-      state = :message
-    when :message
-      state = :chain if match(@chain, line)
-    when :chain
-      state = :frames if match(@traceback, line)
+    next if index.zero?
+    rule = step(state, line, previous, blank)
+    break unless rule
+    if rule.then_state == :hold
+      blank = true
+      next
     end
+    found = index if rule.action == "exception"
+    state, previous, blank = rule.then_state, line, false
   end
   found
 end

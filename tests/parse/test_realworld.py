@@ -19,12 +19,7 @@ _LIBRARY = ("documents", "first_failure", "stalls")
 
 #: Known wrong answers, each caused on the parsing side (hvdlog/parse, owner: the parse branch).
 #: Strict: once fixed, the test reports XPASS and fails until the entry is removed.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ("spark-pipe-prefix-driver-traceback", "grep_error"): (
-        "Spark's pipe prefix leaves the driver's `  | File ...` frames without their indentation: the traceback splits"
-    ),
-    ("v020-hidetime-stall-two-episodes", "stalls"): "two inspector episodes with hidden times (HOROVOD_LOG_HIDE_TIME) are merged into one",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def _param(case: RealCase, aspect: str) -> object:
