@@ -66,7 +66,8 @@ def report_command(run: Run, **_: object) -> None:
         fail("over Elasticsearch, name the job: --job J (`hvdlog jobs --es URL` lists them)")
     facts, kept = collect(run.documents())
     timelines = timeline_analyses(run)
-    reports = report(facts, kept, timelines, culprits, run.spec, autotune=autotune_results(run.file_paths()))
+    reports = report(facts, kept, timelines, culprits, run.spec, autotune=autotune_results(run.file_paths()),
+                     reread=lambda spec: run.documents(spec=spec))
     printer = Printer(as_json=run.as_json)
     for item in reports:
         item["more"] = {key: more_command(run, command, item["job"], len(reports) > 1) for _, key, command in _SECTIONS}

@@ -251,12 +251,16 @@ def report(
     base: Filter | None = None,
     now: float | None = None,
     autotune: Mapping[str, AutotuneResult] | None = None,
+    reread: Callable[[Filter], Iterable[Document]] | None = None,
 ) -> list[dict[str, Any]]:
     """One report per job, newest activity last; the analyses run on the kept documents only.
-    ``autotune``: per job, what Horovod's autotuner kept (from the job folder's log)."""
+    ``autotune``: per job, what Horovod's autotuner kept (from the job folder's log).
+    ``reread``: the source searched again where the kept documents cannot answer (untimed
+    stall reports, split by the reporter's own prints: :func:`~hvdlog.query.stalls.find_stalls`),
+    so ``report`` and ``stalls`` give the same episodes."""
     base = replace(base or Filter(), any_of=())
     failures = {str(r.job): r.to_json() for r in first_failure(d for d in kept if Filter(any_of=FAILURE_EVENTS).matches(d))}
-    episodes = [e.to_json() for e in find_stalls(_searcher(kept), base)]
+    episodes = [e.to_json() for e in find_stalls(_searcher(kept), base, reread=reread)]
     rows = stragglers(d for d in kept if Filter(any_of=STEP_EVENTS).matches(d))
     resources = figures(d for d in kept if Filter(any_of=RESOURCE_EVENTS).matches(d))
     reports = []

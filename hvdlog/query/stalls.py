@@ -443,13 +443,17 @@ def progress_filter(docs: Sequence[Document], base: Filter) -> Filter | None:
 
 
 def find_stalls(
-    search: Callable[[Filter], Iterable[Document]], base: Filter, merge_gap: float = 150.0, *, size: int | None = None
+    search: Callable[[Filter], Iterable[Document]], base: Filter, merge_gap: float = 150.0, *, size: int | None = None,
+    reread: Callable[[Filter], Iterable[Document]] | None = None,
 ) -> list[StallEpisode]:
-    """Episodes from any source: stall reports and failures first, then the progress that may end them."""
+    """Episodes from any source: stall reports and failures first, then the progress that may end them.
+    ``reread`` answers the one search ``search`` may not hold the documents for (``report``
+    searches what it kept in one pass, which holds no prints): the reporting ranks' own lines
+    between untimed reports."""
     docs = list(search(replace(base, any_of=STALL_EVENTS)))
     wider = reporters_filter(docs, base)
     if wider is not None:  # untimed reports: read with the reporting ranks' own lines between them
-        docs = list(search(wider))
+        docs = list((reread or search)(wider))
     extra = progress_filter(docs, base)
     if extra is not None:
         reports = Filter(any_of=wider.any_of if wider is not None else STALL_EVENTS)

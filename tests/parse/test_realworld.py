@@ -8,6 +8,7 @@ hand in the case's ``case.yml`` (see tests/corpus/realworld.py).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -110,3 +111,22 @@ def test_same_answers_from_elasticsearch(es_url: str, case_id: str) -> None:
             assert check(case, "grep_error", es_answer) == []
         else:
             assert files == es_answer, command
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if "stalls" in case.config], ids=lambda case: case.id)
+def test_report_counts_the_episodes_stalls_gives(case: RealCase) -> None:
+    """`hvdlog report` reads the logs once and runs the analyses on what it kept: its stall
+    section counts, per job, the episodes `hvdlog stalls` gives (untimed reports split by the
+    reporter's own prints included, which it reads again for)."""
+    from click.testing import CliRunner
+
+    from hvdlog.cli.main import cli
+
+    _, episodes = cli_answers(case, "stalls")
+    result = CliRunner().invoke(cli, ["report", "--json", "--tz", case.timezone, *map(str, case.inputs())], catch_exceptions=False)
+    reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    counted = {str(item["job"]): item["stalls"]["episodes"] for item in reports}
+    expected: dict[str, int] = {}
+    for episode in episodes:
+        expected[str(episode.get("job"))] = expected.get(str(episode.get("job")), 0) + 1
+    assert {job: count for job, count in counted.items() if count} == expected
