@@ -130,3 +130,20 @@ def test_report_counts_the_episodes_stalls_gives(case: RealCase) -> None:
     for episode in episodes:
         expected[str(episode.get("job"))] = expected.get(str(episode.get("job")), 0) + 1
     assert {job: count for job, count in counted.items() if count} == expected
+
+
+@pytest.mark.parametrize("case", [case for case in CASES if "first_failure" in case.config], ids=lambda case: case.id)
+def test_report_blames_whom_first_failure_blames(case: RealCase) -> None:
+    """`hvdlog report`'s failure section names, per job, the ranks `hvdlog first-failure` blames, as sure."""
+    from click.testing import CliRunner
+
+    from hvdlog.cli.main import cli
+
+    _, failures = cli_answers(case, "first_failure")
+    result = CliRunner().invoke(cli, ["report", "--json", "--tz", case.timezone, *map(str, case.inputs())], catch_exceptions=False)
+    reports = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    shown = {str(item["job"]): (item["first_failure"]["blamed_ranks"], item["first_failure"]["confidence"])
+             for item in reports if item.get("first_failure")}
+    expected = {str(found.get("job")): ([rank for rank in found.get("blamed_ranks") or [] if rank is not None], found.get("confidence"))
+                for found in failures}
+    assert shown == expected
