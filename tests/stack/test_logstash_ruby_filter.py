@@ -353,7 +353,7 @@ class TestRealWorld:
 class TestVariants:
     def test_variants_through_logstash(self, jruby: str, tmp_path: Path) -> None:
         """Every metamorphic variant (tests/support/variants.py) of every real-world case, from
-        the Logstash path -- all in one grok run and one JRuby run -- gives the expected documents
+        the Logstash path -- all in one batch through the grok harness and one JRuby run -- gives the expected documents
         the variant keeps (adjusted as tests/query/test_metamorphic.py adjusts them). Counted per
         kind against VARIANTS_RIGHT_THROUGH_LOGSTASH: the Python path learns a scheduler prefix
         from neighbouring lines and joins wrapped lines; Logstash reads each event alone."""
