@@ -13,7 +13,6 @@ the unchanged cases).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from corpus.realworld import ASPECTS, RealCase, check, cli_answers, library_answers, real_cases
+from support.variant_expectations import carried, case_files, expected_under, materialise
 from support.variants import Variant, variants
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
@@ -35,11 +35,6 @@ def _param(test: str, *values: Any, id: str) -> Any:
     """One parameter set; a known gap is marked xfail (strict), so it still runs and a fix shows."""
     marks = [pytest.mark.xfail(strict=True, reason=f"known gap, listed in {KNOWN.name}")] if f"{test} {id}" in _KNOWN else []
     return pytest.param(*values, id=id, marks=marks)
-_SIGNIFICANT = ("error", "critical")
-
-
-def _files(case: RealCase) -> dict[str, bytes]:
-    return {relative: path.read_bytes() for relative, path in case.files()}
 
 
 def _captures() -> list[RealCase]:
@@ -54,84 +49,9 @@ def _captures() -> list[RealCase]:
     return found
 
 
-def _materialise(tmp: Path, files: dict[str, bytes]) -> None:
-    for relative, data in files.items():
-        target = tmp / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-
-
-def _carried(variant: Variant, docs: list[dict[str, Any]]) -> bool:
-    """Whether a line the variant cut was part of an error or stall document of the original."""
-    for doc in docs:
-        level = (doc.get("log") or {}).get("level")
-        stall = (doc.get("event") or {}).get("action") == "stall"
-        if level in _SIGNIFICANT or stall:
-            text = str(doc.get("message", ""))
-            if any(line.strip() and _payload(line) in text for line in variant.cut):
-                return True
-    return False
-
-
-def _payload(line: str) -> str:
-    """The cut line without its launcher tag and, on a Horovod core line, without the core
-    header (``[time: W file:line] ``, ``[0]: ``): what a document's message holds. With the
-    header kept, no cut core line (a stall header, an E line) was ever found in its document."""
-    from hvdlog.parse.launcher import strip_tag
-    from hvdlog.parse.patterns import compile_pattern
-
-    payload = strip_tag(line).payload.strip()
-    core = compile_pattern("HOROVOD_CORE_LINE").match(payload)
-    if core is not None and core.get("message"):
-        payload = str(core["message"]).strip()
-    return payload[:40] or line.strip()[:40]
-
-
-def _loosened(aspect: str, expected: Any) -> Any:
-    """The expectation of ``aspect`` reduced to who: ranks, cause, missing ranks, end."""
-    if not isinstance(expected, (dict, list)):
-        return expected
-    expected = copy.deepcopy(expected)
-    if aspect == "stalls":
-        return [{k: v for k, v in episode.items() if k in ("missing_ranks", "shutdown")} for episode in expected]
-    if aspect == "first_failure":
-        return {k: v for k, v in expected.items() if k in ("blamed", "primary", "cause")}
-    if aspect.startswith("grep_"):
-        kept = {k: v for k, v in expected.items() if k in ("rank", "ranks_include")}
-        if "ranks" in expected:
-            kept["ranks_include"] = expected["ranks"]
-        return kept
-    return expected
-
-
-def _with(case: RealCase, folder: Path, variant: Variant, original_docs: list[dict[str, Any]]) -> RealCase:
-    config = copy.deepcopy(case.config)
-    carried = bool(variant.cut) and _carried(variant, original_docs)
-    for aspect in ASPECTS:
-        if aspect not in config:
-            continue
-        if aspect not in variant.keeps or (carried and aspect in ("first_failure", "stalls", "grep_error")):
-            del config[aspect]
-        elif aspect in variant.loose:
-            config[aspect] = _loosened(aspect, config[aspect])
-    if variant.cut and "documents" in config:
-        config["documents"] = [item for item in config["documents"]
-                               if not any(item["match"][:20] in line or line.strip()[:20] in item["match"] for line in variant.cut)
-                               and not _made_of_cut(variant, item["match"], original_docs)]
-    return RealCase(folder, config)
-
-
-def _made_of_cut(variant: Variant, match: str, docs: list[dict[str, Any]]) -> bool:
-    """Whether an expected document (the original's documents saying ``match``) holds a line the
-    variant cut: a multi-line one (a stall report, a traceback) whose last or first line was
-    cut is made of that line too, and its fields (tensors, ranks, message) may lose what it said."""
-    payloads = [_payload(line) for line in variant.cut if line.strip()]
-    return any(payload in str(doc.get("message", "")) for doc in docs if match in str(doc.get("message", "")) for payload in payloads)
-
-
 def _params() -> Iterator[Any]:
     for case in real_cases():
-        for variant in variants(case.id, _files(case)):
+        for variant in variants(case.id, case_files(case)):
             yield _param("test_realworld_variant", case, variant, id=f"{case.id}-{variant.name}")
 
 
@@ -150,9 +70,9 @@ def _summary(case: RealCase) -> dict[str, Any]:
 @pytest.mark.parametrize(("case", "variant"), list(_params()))
 def test_realworld_variant(case: RealCase, variant: Variant, tmp_path: Path) -> None:
     """A real-world case, rewritten, still gives the expected answers the variant keeps."""
-    _materialise(tmp_path, variant.files)
+    materialise(tmp_path, variant.files)
     original = library_answers(case, "documents") if variant.cut else []
-    changed = _with(case, tmp_path, variant, original)
+    changed = expected_under(case, tmp_path, variant, original)
     problems = []
     for aspect in ASPECTS:
         if aspect not in changed.config and aspect != "documents":
@@ -176,13 +96,13 @@ def _capture_params() -> Iterator[Any]:
 def test_capture_variant(case: RealCase, files: dict[str, bytes], variant: Variant, tmp_path: Path) -> None:
     """A real capture, rewritten, gives the answer it gives unchanged (for what the variant keeps)."""
     (tmp_path / "original").mkdir()
-    _materialise(tmp_path / "original", files)
-    _materialise(tmp_path / "variant", variant.files)
+    materialise(tmp_path / "original", files)
+    materialise(tmp_path / "variant", variant.files)
     before = _summary(RealCase(tmp_path / "original", case.config))
     after = _summary(RealCase(tmp_path / "variant", case.config))
     if variant.cut:
         docs = library_answers(RealCase(tmp_path / "original", case.config), "documents")
-        if _carried(variant, docs):
+        if carried(variant, docs):
             return  # the cut line was the evidence itself: nothing to keep (see variants.cut)
     if variant.loose:
         before["first_failure"] = [(ranks, primary, None) for ranks, primary, _ in before["first_failure"]]
@@ -201,7 +121,7 @@ def test_every_case_gets_the_variants() -> None:
     the generator makes every kind somewhere in the corpus."""
     names: set[str] = set()
     for case in real_cases():
-        made = [variant.name for variant in variants(case.id, _files(case))]
+        made = [variant.name for variant in variants(case.id, case_files(case))]
         assert "crlf" in made, case.id
         names |= {name.rsplit("-", 1)[0] if name.startswith("wrap-") else name for name in made}
     assert {"prefix-ci", "prefix-determined", "wrap", "crlf", "ansi", "cut-first", "cut-last", "interleaved",

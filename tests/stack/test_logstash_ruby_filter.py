@@ -26,13 +26,16 @@ from typing import Any
 
 import pytest
 from corpus.cases import cases
-from corpus.realworld import check_documents, real_cases
+from corpus.realworld import RealCase, check_documents, library_answers, real_cases
 from corpus.tools_required import installed, jdk_tool
 from support.grok import run_logstash
 from support.native_events import events_of, streams_of
+from support.variant_expectations import case_files, expected_under, materialise
+from support.variants import Variant, variants
 
 from hvdlog.documents import flatten
 from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.layout import without_launcher_copies
 from hvdlog.parse import parse_lines
 from hvdlog.parse.blocks import BLOCKS_FILE, MAX_DOCUMENT_BYTES, MAX_PIECES
 from hvdlog.parse.jsonl import nest
@@ -70,6 +73,20 @@ REAL_CASES = real_cases()
 #: Real-world cases (tests/corpus/realworld) whose expected documents the Logstash path gives;
 #: raise it when a rule lands in logstash/ (it may only go up).
 REALWORLD_RIGHT_THROUGH_LOGSTASH = 102
+#: Per variant kind (tests/support/variants.py), the variants of the real-world cases whose
+#: expected documents (as the variant keeps them) the Logstash path gives; it may only go up.
+#: A variant that keeps no expected document (every wrap-*, and the cases without documents)
+#: is not counted: there is nothing to check on this path.
+#: Of those checked, per kind: crlf 61, cut-first 45, cut-last 43, interleaved 20, output-copy 3,
+#: torn 1 are all; a scheduler prefix the pattern file does not list (ci, determined, ray,
+#: compose, syslog) is learnt from neighbouring lines only by hvdlog/parse/prefixes.py; colour
+#: codes and tqdm's ``\r`` progress in front of a line are removed by Logstash only after
+#: Filebeat's multiline patterns missed the continuation lines they hide.
+VARIANTS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
+    "ansi": 34, "crlf": 61, "cut-first": 45, "cut-last": 43, "interleaved": 20, "output-copy": 3,
+    "prefix-ci": 23, "prefix-compose": 23, "prefix-determined": 23, "prefix-kubectl-prefix": 50,
+    "prefix-kubectl-timestamps": 50, "prefix-ray": 23, "prefix-syslog": 23, "torn": 1, "tqdm-glued": 46,
+}
 
 
 @pytest.fixture(name="jruby", scope="module")
@@ -145,8 +162,64 @@ def _shipped() -> Iterator[Shipped]:
 def _shipped_realworld() -> Iterator[Shipped]:
     for real in REAL_CASES:
         for relative, path in real.files():
-            if not (path.name.endswith(".jsonl") or ".jsonl." in path.name):  # JSON events: horovod-app
+            if not _jsonl(path.name):  # JSON events: horovod-app
                 yield from _events_of_file(f"realworld/{real.id}", relative, streams_of(path), real.timezone)
+
+
+def _jsonl(path: str) -> bool:
+    """One of our JSON events files (horovod-app): Filebeat decodes them, no grok or ruby filter."""
+    return path.endswith(".jsonl") or ".jsonl." in path
+
+
+def _documents_through(jruby: str, shipped: list[Shipped], jsonl: dict[str, list[tuple[str, Path]]]) -> dict[str, list[dict[str, Any]]]:
+    """The documents of each source from the Logstash path: the shipped events through the
+    conf's groks and the ruby filter in one run, plus the JSON events files of ``jsonl``."""
+    documents: dict[str, list[dict[str, Any]]] = {}
+    for item, events in _through(jruby, shipped):
+        documents.setdefault(item.source, []).extend(events or [])
+    for source, files in jsonl.items():
+        for relative, path in files:
+            documents.setdefault(source, []).extend(parse_lines(path.read_bytes().splitlines(), path=relative))
+    return documents
+
+
+def _without_time(expected: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Expected documents without @timestamp, which comes from the date filter (not run here)."""
+    return [{**item, "fields": {name: value for name, value in item.get("fields", {}).items() if name != "@timestamp"}}
+            for item in expected]
+
+
+def _kind(variant: Variant) -> str:
+    """A variant's kind: its name, one kind for every terminal width."""
+    return "wrap" if variant.name.startswith("wrap-") else variant.name
+
+
+def _variant_cases(folder: Path) -> Iterator[tuple[str, str, RealCase]]:
+    """(id, kind, case) of every variant of every real-world case that keeps expected documents,
+    its files written under ``folder``, its expectations adjusted as test_metamorphic does."""
+    for case in REAL_CASES:
+        if not case.config.get("documents"):
+            continue
+        original: list[dict[str, Any]] | None = None
+        for variant in variants(case.id, case_files(case)):
+            if "documents" not in variant.keeps:
+                continue
+            if variant.cut and original is None:
+                original = library_answers(case, "documents")
+            changed = expected_under(case, folder / case.id / variant.name, variant, original or [])
+            if changed.config.get("documents"):
+                materialise(changed.folder, variant.files)
+                yield f"{case.id}-{variant.name}", _kind(variant), changed
+
+
+def _shipped_variant(source: str, case: RealCase) -> Iterator[Shipped]:
+    """A variant's Filebeat events (its documents by hvdlog parse are not needed: the check is
+    against the case's expectations, as test_metamorphic's)."""
+    files = dict(case.files())
+    for relative in without_launcher_copies(list(files)):  # Filebeat's paths: the layout, not the copies
+        if not _jsonl(relative):
+            for stream in streams_of(files[relative]):
+                yield from (Shipped(source, relative, text, []) for text in events_of(stream))
 
 
 def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
@@ -265,25 +338,42 @@ class TestRealWorld:
     def test_expected_documents_through_logstash(self, jruby: str) -> None:
         """The real-world cases' expected documents (tests/corpus/realworld), from the Logstash
         path: Filebeat's events through the conf's groks and the ruby filter."""
-        documents: dict[str, list[dict[str, Any]]] = {}
-        for item, events in _through(jruby, list(_shipped_realworld())):
-            documents.setdefault(item.source, []).extend(events or [])
-        for real in REAL_CASES:  # our JSON events: horovod-app keeps them as Filebeat decoded them
-            for relative, path in real.files():
-                if path.name.endswith(".jsonl") or ".jsonl." in path.name:
-                    documents.setdefault(f"realworld/{real.id}", []).extend(parse_lines(path.read_bytes().splitlines(), path=relative))
-        problems = {}
-        for real in REAL_CASES:
-            # @timestamp comes from the date filter, which is not run here
-            expected = [{**item, "fields": {name: value for name, value in item.get("fields", {}).items() if name != "@timestamp"}}
-                        for item in real.config.get("documents") or []]
-            problems[real.id] = check_documents(expected, documents.get(f"realworld/{real.id}", []))
+        jsonl = {f"realworld/{real.id}": [(relative, path) for relative, path in real.files() if _jsonl(path.name)] for real in REAL_CASES}
+        documents = _documents_through(jruby, list(_shipped_realworld()), jsonl)
+        problems = {real.id: check_documents(_without_time(real.config.get("documents") or []), documents.get(f"realworld/{real.id}", []))
+                    for real in REAL_CASES}
         right = sorted(case for case, found in problems.items() if not found)
         print(f"real-world documents through Logstash: {len(right)}/{len(problems)} right")
         for case, found in problems.items():
             for problem in found:
                 print(f"  {case}: {problem}")
         assert len(right) >= REALWORLD_RIGHT_THROUGH_LOGSTASH, {case: found for case, found in problems.items() if found}
+
+
+class TestVariants:
+    def test_variants_through_logstash(self, jruby: str, tmp_path: Path) -> None:
+        """Every metamorphic variant (tests/support/variants.py) of every real-world case, from
+        the Logstash path -- all in one batch through the grok harness and one JRuby run -- gives the expected documents
+        the variant keeps (adjusted as tests/query/test_metamorphic.py adjusts them). Counted per
+        kind against VARIANTS_RIGHT_THROUGH_LOGSTASH: the Python path learns a scheduler prefix
+        from neighbouring lines and joins wrapped lines; Logstash reads each event alone."""
+        made = list(_variant_cases(tmp_path))
+        shipped = [item for source, _, case in made for item in _shipped_variant(source, case)]
+        jsonl = {source: [(r, p) for r, p in case.files() if _jsonl(p.name)] for source, _, case in made}
+        documents = _documents_through(jruby, shipped, jsonl)
+        right: dict[str, list[str]] = {}
+        wrong: dict[str, list[str]] = {}
+        for source, kind, case in made:
+            found = check_documents(_without_time(case.config["documents"]), documents.get(source, []))
+            (wrong if found else right).setdefault(kind, []).append(source)
+            right.setdefault(kind, [])
+        print("variants' expected documents through Logstash, per kind (right/checked):")
+        for kind in sorted(right):
+            print(f"  {kind}: {len(right[kind])}/{len(right[kind]) + len(wrong.get(kind, []))}", *wrong.get(kind, []))
+        assert set(right) <= set(VARIANTS_RIGHT_THROUGH_LOGSTASH), sorted(set(right) - set(VARIANTS_RIGHT_THROUGH_LOGSTASH))
+        short = [f"{kind}: {len(right.get(kind, []))} right, floor {floor}; wrong: {' '.join(wrong.get(kind, []))}"
+                 for kind, floor in VARIANTS_RIGHT_THROUGH_LOGSTASH.items() if len(right.get(kind, [])) < floor]
+        assert not short, "\n".join(short)
 
 
 class TestFilterContract:

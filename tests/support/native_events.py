@@ -29,10 +29,18 @@ _TAG: Final = re.compile(
 )
 
 
+def _filebeat_lines(data: bytes) -> list[bytes]:
+    """A file's lines as Filebeat's reader ends them (``line_terminator: auto``: a newline,
+    with or without a carriage return before it); a lone ``\\r`` (tqdm's progress) stays in
+    its line, where ``bytes.splitlines`` would cut it and lose the rest's launcher tag."""
+    lines = data.split(b"\n")
+    return lines[:-1] if lines and lines[-1] == b"" else lines
+
+
 def streams_of(case: Case | Path) -> list[list[str]]:
     """A case's (or a file's) lines grouped by launcher tag (one group when untagged), in order."""
     groups: dict[str, list[str]] = {}
-    raws = case.read_bytes().splitlines() if isinstance(case, Path) else case.lines()
+    raws = _filebeat_lines(case.read_bytes()) if isinstance(case, Path) else case.lines()
     for raw in raws:
         line = decode_line(raw)
         found = _TAG.match(line)
