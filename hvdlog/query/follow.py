@@ -8,7 +8,10 @@ a handle kept open, which survives a rename and a delete:
 - a renamed file is read on from its offset (at its new path, or through the handle when the
   new path is outside what is followed);
 - a file that appears is read from 0, unless its first bytes are those of a file already
-  followed (a copy, as ``copytruncate`` makes): then it is read on from that file's offset;
+  followed (a copy, as ``copytruncate`` makes): then it is read on from that file's offset.
+  A copy is made empty, then filled: a new file whose bytes so far begin a followed file's
+  is left undecided for a few polls (it may still become that file's copy), and a file
+  truncated in place keeps its former first bytes and offset to recognise its copy by;
 - a file truncated or rewritten in place (shorter than the offset, or other first bytes) is
   read anew from 0;
 - a deleted or renamed-away file is read to its end, then closed once it stopped growing.
@@ -37,6 +40,12 @@ _HEAD: Final = 1024
 _MIN_HEAD: Final = 64
 #: Polls a vanished file is kept open after it last grew (a write may still be on its way).
 _LINGER: Final = 2
+#: Polls a new file whose bytes so far begin a followed file's waits before it is taken as new
+#: (a copy being written; ``shutil.copyfile`` and logrotate create it empty, then fill it).
+_UNDECIDED_POLLS: Final = 10
+
+#: What identifies a followed file's content: (its key, its first bytes, the offset read to).
+Known = list[tuple[tuple[int, int], bytes, int]]
 
 
 @dataclass
@@ -49,6 +58,8 @@ class Followed:
     head: bytes
     idle: int = 0  # polls since it last grew while no followed path showed it
     copy_of: tuple[int, int] | None = None  # the followed file this one was recognised as a copy of
+    #: (first bytes, offset) before it was last truncated in place: its copy may appear later
+    former: tuple[bytes, int] | None = None
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int]:
@@ -78,17 +89,19 @@ class Follower:
         self._warn = warn
         self._files: dict[tuple[int, int], Followed] = {}
         self._warned: set[Path] = set()
+        self._undecided: dict[tuple[int, int], int] = {}  # new files that may become a copy: polls waited
 
     def start(self) -> None:
         """Know every file there now, positioned after its last whole line (only what comes later is new)."""
         for path in self._discover():
-            followed = self._open(path, {})
+            followed = self._open(path, [])
             if followed is not None:
                 followed.offset = _after_last_line(followed.fd)
 
     def poll(self) -> list[tuple[Path, list[bytes]]]:
         """The whole lines each file got since the last poll, with the path to parse them as."""
-        before = {key: (item.head, item.offset) for key, item in self._files.items()}
+        before: Known = [(key, item.head, item.offset) for key, item in self._files.items()]
+        before += [(key, *item.former) for key, item in self._files.items() if item.former is not None]
         seen: set[tuple[int, int]] = set()
         for path in self._discover():
             key = self._visit(path, before)
@@ -120,7 +133,7 @@ class Follower:
                 os.close(item.fd)
         self._files.clear()
 
-    def _visit(self, path: Path, before: dict[tuple[int, int], tuple[bytes, int]], companion: bool = False) -> tuple[int, int] | None:
+    def _visit(self, path: Path, before: Known, companion: bool = False) -> tuple[int, int] | None:
         try:
             key = _identity(os.stat(path))
         except OSError:
@@ -132,7 +145,7 @@ class Follower:
         item.path = path  # renamed: same file, same offset, its current name
         return key
 
-    def _open(self, path: Path, before: dict[tuple[int, int], tuple[bytes, int]], only_copies: bool = False) -> Followed | None:
+    def _open(self, path: Path, before: Known, only_copies: bool = False) -> Followed | None:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
@@ -146,17 +159,34 @@ class Follower:
             return None
         head = _pread(fd, _HEAD, 0)
         original, offset = _copy_of(head, before)
+        if original is None and self._may_become_copy(key, head, before):
+            os.close(fd)
+            return None
+        self._undecided.pop(key, None)
         if only_copies and original is None:
             os.close(fd)
             return None
         self._files[key] = item = Followed(fd, path, offset, head, copy_of=original)
         return item
 
+    def _may_become_copy(self, key: tuple[int, int], head: bytes, before: Known) -> bool:
+        """Whether a new file is left undecided this poll: its bytes so far begin a followed
+        file's (a copy being written), and it has not waited :data:`_UNDECIDED_POLLS` yet."""
+        if len(head) >= _HEAD or not any(len(old) >= _MIN_HEAD and offset >= len(old) and old.startswith(head) for _, old, offset in before):
+            return False
+        waited = self._undecided.get(key, 0)
+        if waited >= _UNDECIDED_POLLS:
+            return False
+        self._undecided[key] = waited + 1
+        return True
+
     def _read(self, item: Followed) -> list[bytes]:
         try:
             size = os.fstat(item.fd).st_size
             head = _pread(item.fd, len(item.head), 0) if item.head else b""
             if size < item.offset or head != item.head:
+                if item.head:  # its copy may appear after this (logrotate copies, then truncates)
+                    item.former = (item.head, item.offset)
                 item.offset, item.head = 0, b""  # truncated or rewritten in place: read anew
             if size <= item.offset:
                 if len(item.head) < _HEAD and size > len(item.head):
@@ -191,9 +221,9 @@ def _after_last_line(fd: int) -> int:
     return size - len(tail) + newline + 1
 
 
-def _copy_of(head: bytes, known: dict[tuple[int, int], tuple[bytes, int]]) -> tuple[tuple[int, int] | None, int]:
+def _copy_of(head: bytes, known: Known) -> tuple[tuple[int, int] | None, int]:
     """The followed file a new one is a copy of, and where to start reading it (0: not a copy)."""
-    for key, (old_head, offset) in known.items():
+    for key, old_head, offset in known:
         if len(old_head) >= _MIN_HEAD and head.startswith(old_head) and offset >= len(old_head):
             return key, offset
     return None, 0
