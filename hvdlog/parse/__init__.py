@@ -97,7 +97,7 @@ def parse_lines(
             yield from _events_file(lines, path, parser, timezone, chatter, size)
             return
     from hvdlog.parse.arrival import split_arrival
-    from hvdlog.parse.launcher import TagSplitter, path_fields
+    from hvdlog.parse.launcher import TagSplitter, path_fields, shown
     from hvdlog.parse.prefixes import PrefixMemory
 
     native = parser or _native_parser(timezone, chatter, size)
@@ -116,7 +116,7 @@ def parse_lines(
                 yield doc
                 continue
         if "\x1b" in line or "\r" in line:  # colour codes, tqdm's progress: what a terminal shows
-            line = _shown(line, prefixes)
+            line = shown(line, prefixes.peek)
         if prefixes.holding:  # the file's first line waits for this one to confirm its prefix
             yield from _replayed(prefixes.release(line, arrival), prefixes, splitter, native, base)
             if prefixes.holding:
@@ -168,21 +168,6 @@ def _replayed(
                 yield from native.feed(payload, {**base, **tag} if tag else base, arrival)
     finally:
         prefixes.replaying = False
-
-
-def _shown(line: str, prefixes: PrefixMemory) -> str:
-    """``line`` as a terminal shows it (see :func:`hvdlog.parse.launcher.visible`), where the
-    progress output glued before a line sits behind its launcher tag (and prefix), if any."""
-    from hvdlog.parse.launcher import payload_start, visible
-
-    line = visible(line) if "\x1b" in line else line
-    if "\r" not in line:
-        return line
-    tagged = prefixes.peek(line)
-    if not tagged.fields or "\r" not in tagged.payload:
-        return visible(line)
-    start = payload_start(line, tagged)  # Open MPI's tags after the last `\r` stay: the splitter rejoins their pieces
-    return line[:start] + visible(line[start:])
 
 
 def _native_parser(timezone: str | None, chatter: Chatter, size: int | None) -> NativeParser:

@@ -14,7 +14,7 @@ from typing import Any, Final, NamedTuple
 
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["TagSplitter", "Tagged", "path_fields", "payload_start", "split_prefixed", "strip_tag", "visible"]
+__all__ = ["TagSplitter", "Tagged", "path_fields", "payload_start", "shown", "split_prefixed", "strip_tag", "visible"]
 
 _OPENMPI: Final = compile_pattern("HOROVOD_OPENMPI_LINE")
 _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
@@ -61,6 +61,21 @@ def strip_tag(line: str) -> Tagged:
     tagged = split_prefixed(line)
     tagged.fields.pop(_PREFIX, None)
     return tagged
+
+
+def shown(line: str, split: Callable[[str], Tagged] | None = None) -> str:
+    """``line`` as a terminal shows it (see :func:`visible`), where the progress output glued
+    before a line sits behind its launcher tag (and prefix), if any: the tag stays, what the
+    last carriage return hid goes. ``split`` finds the tag (default :func:`split_prefixed`; a
+    file's reader also removes the prefix it learned)."""
+    line = visible(line) if "\x1b" in line else line
+    if "\r" not in line:
+        return line
+    tagged = (split or split_prefixed)(line)
+    if not tagged.fields or "\r" not in tagged.payload:
+        return visible(line)
+    start = payload_start(line, tagged)  # Open MPI's tags after the last `\r` stay: the splitter rejoins their pieces
+    return line[:start] + visible(line[start:])
 
 
 def payload_start(line: str, tagged: Tagged) -> int:

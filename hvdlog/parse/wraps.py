@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
+from hvdlog.parse.launcher import shown as terminal_view
 from hvdlog.parse.launcher import split_prefixed, visible
 from hvdlog.parse.messages import recognise
 from hvdlog.parse.prefixes import known_start
@@ -51,17 +52,6 @@ _PARTS: Final = re.compile(r"[0-9A-Za-z]+|\s+|.", re.DOTALL)
 _WORD: Final = "[0-9A-Za-z]+"
 #: a line drawn across (Open MPI's and Hydra's boxes, tables): never the rest of another line
 _RULE: Final = re.compile(r"[ \t]*([-=_*#~+])\1{9,}[ \t]*\Z")
-
-
-def _shown(line: str) -> str:
-    """What the terminal shows of ``line``: no colour codes, and tqdm's progress output glued
-    before it gone (behind the launcher tag, as the parser reads it)."""
-    if "\r" not in line:
-        return visible(line) if "\x1b" in line else line
-    payload = split_prefixed(line).payload
-    if "\r" not in payload:
-        return visible(line)
-    return line[: len(line) - len(payload)] + visible(payload)
 
 
 def _columns(line: str, shown: str) -> int:
@@ -128,7 +118,7 @@ class Unwrapper:
         """``lines`` with each wrapped line's pieces joined into one."""
         held: _Held | None = None
         for line in lines:
-            shown = _shown(line)
+            shown = terminal_view(line)
             width = _columns(line, shown)
             if width > self._widest:
                 self._widest = width
@@ -161,7 +151,7 @@ class Unwrapper:
             self._confirmed = full
         if held.tagged or self._confirmed == full:
             return True
-        return _completes(_shown(held.text), line)
+        return _completes(terminal_view(held.text), line)
 
     def _stands(self, line: str, held: _Held) -> bool:
         """Whether ``line`` begins as a line of its own: blank, a line drawn across, the same
