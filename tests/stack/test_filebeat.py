@@ -86,6 +86,9 @@ def event_spans(lines: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
+_TAGGED = re.compile(r"^\[\d+(?:,\d+)?\]<std(?:out|err)>:")
+
+
 def _native_files() -> list[Path]:
     corpus = sorted(p for d in ("horovod.core", "horovod.launcher") for p in (CORPUS / d).glob("*.log"))
     captures = sorted((SHIPPING / "captures").rglob("rank-*.std*.log"))
@@ -186,10 +189,14 @@ class TestConfig:
         assert followed <= served, f"rules with no Filebeat pattern: {sorted(followed - served)}"
 
     def test_patterns_in_re2_and_python(self) -> None:
-        """Go's regexp and Python's re give the same answer for every corpus line and for the
-        joined events the second parser sees."""
+        """Go's regexp and Python's re give the same answer for every corpus line -- also coloured,
+        and behind tqdm's ``\\r`` progress, before or after its launcher tag -- and for the joined
+        events the second parser sees."""
         go = shutil.which("go") or pytest.fail("Go is needed to check the patterns with RE2 (it builds composecheck too)")
-        lines = [line for path in _native_files() for line in path.read_text(errors="replace").splitlines()]
+        plain = [line for path in _native_files() for line in path.read_text(errors="replace").splitlines()]
+        progress = " 45%|####5     | 45/100 [00:12<00:15,  3.61it/s]\r"
+        lines = [*plain, *(f"\x1b[36m{line}\x1b[0m" for line in plain), *(progress + line for line in plain),
+                 *(_TAGGED.sub(lambda tag: tag[0] + progress, line, count=1) for line in plain)]
         events = [e for path in _native_files() for group in streams(path).values() for e in join_lines("\n".join(group) + "\n", NATIVE_PARSERS[:1])]
         for parser, samples in zip(NATIVE_PARSERS, (lines, events), strict=True):  # the two multiline stages: raw lines, then the joined events
             result = subprocess.run(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from corpus.tools_required import installed
+from support import conf_regexes
 
 from hvdlog.fields import DATASETS
 from hvdlog.parse.patterns import load_definitions
@@ -88,13 +89,15 @@ class TestOneSourceOfPatterns:
         assert used and used <= set(load_definitions())
 
     def test_tag_gsubs_are_the_pattern_file(self) -> None:
-        """The tag-, prefix- and arrival-time-removing gsub regexes (gsub cannot use %{}) equal the pattern file's."""
+        """The tag-, prefix-, progress- and arrival-time-removing gsub regexes (gsub cannot use %{})
+        equal the pattern file's; only the progress one puts something back (the tag, group 1)."""
         definitions = load_definitions()
         native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
-        gsubs = set(re.findall(r'"message", "([^"]+)", ""', native))
+        replaced = dict(re.findall(r'"message", "([^"]+)", "([^"]*)"', native))
+        assert {regex: by for regex, by in replaced.items() if by} == {conf_regexes.PROGRESS: "\\1"}
+        gsubs = set(replaced)
         time = definitions["HOROVOD_LAUNCHER_TIME"]
-        # a collector's or any scheduler's prefix may stand before the tag (HOROVOD_LINE_PREFIX, expanded)
-        prefix = f"(?:(?:{definitions['HOROVOD_COLLECTOR_PREFIX']})|(?:{definitions['HOROVOD_SCHEDULER_PREFIX']}))??"
+        prefix = conf_regexes.LINE_PREFIX
         assert gsubs == {
             f"^{prefix}(?:{time})?{definitions['HOROVOD_OPENMPI_TAG_ANY']}",
             definitions["HOROVOD_OPENMPI_TAG_ANY"],
@@ -104,7 +107,7 @@ class TestOneSourceOfPatterns:
             f"^(?:{definitions['HOROVOD_COLLECTOR_PREFIX']})",
             f"^{prefix}{definitions['HOROVOD_SRUN_TAG_ANY']}",
             definitions["HOROVOD_ANSI_ANY"],
-            definitions["HOROVOD_PROGRESS_ANY"],
+            conf_regexes.PROGRESS,
             # untagged: a scheduler's prefix before a core header (HOROVOD_PREFIXED_CORE, expanded)
             f"^{definitions['HOROVOD_PREFIX_NOT_CORE']}(?:{definitions['HOROVOD_SCHEDULER_PREFIX']}){definitions['HOROVOD_PREFIXED_START']}",
         }

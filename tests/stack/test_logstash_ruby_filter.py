@@ -28,6 +28,7 @@ import pytest
 from corpus.cases import cases
 from corpus.realworld import RealCase, check_documents, library_answers, real_cases
 from corpus.tools_required import installed, jdk_tool
+from support import conf_regexes
 from support.grok import run_logstash
 from support.native_events import events_of, streams_of
 from support.variant_expectations import case_files, expected_under, materialise
@@ -52,7 +53,7 @@ DEFINITIONS = load_definitions()
 _TIME = DEFINITIONS["HOROVOD_LAUNCHER_TIME"]
 ARRIVAL_GSUB = re.compile(DEFINITIONS["HVDLOG_ARRIVAL_PREFIX_ANY"], re.MULTILINE)
 #: horovod-native.conf's tag groks, in order, and the gsubs that follow each.
-_PREFIX = f"(?:(?:{DEFINITIONS['HOROVOD_COLLECTOR_PREFIX']})|(?:{DEFINITIONS['HOROVOD_SCHEDULER_PREFIX']}))??"
+_PREFIX = conf_regexes.LINE_PREFIX
 TAG_STEPS = [
     ("openmpi", "HOROVOD_OPENMPI_LINE", [f"^{_PREFIX}(?:{_TIME})?{DEFINITIONS['HOROVOD_OPENMPI_TAG_ANY']}", DEFINITIONS["HOROVOD_OPENMPI_TAG_ANY"]]),
     ("gloo", "HOROVOD_GLOO_LINE", [f"^{_PREFIX}(?:{_TIME})?{DEFINITIONS['HOROVOD_GLOO_TAG_ANY']}"]),
@@ -60,7 +61,7 @@ TAG_STEPS = [
     ("srun", "HOROVOD_SRUN_LINE", [f"^{_PREFIX}{DEFINITIONS['HOROVOD_SRUN_TAG_ANY']}"]),
 ]
 ANSI_GSUB = re.compile(DEFINITIONS["HOROVOD_ANSI_ANY"])
-PROGRESS_GSUB = re.compile(DEFINITIONS["HOROVOD_PROGRESS_ANY"], re.MULTILINE)
+PROGRESS_GSUB = re.compile(conf_regexes.PROGRESS, re.MULTILINE)
 COLLECTOR_GSUB = re.compile(f"^(?:{DEFINITIONS['HOROVOD_COLLECTOR_PREFIX']})", re.MULTILINE)
 #: horovod-native.conf's scheduler-prefix gsub of untagged events (HOROVOD_PREFIXED_CORE's regex)
 SCHEDULER_GSUB = re.compile(
@@ -77,15 +78,16 @@ REALWORLD_RIGHT_THROUGH_LOGSTASH = 102
 #: expected documents (as the variant keeps them) the Logstash path gives; it may only go up.
 #: A variant that keeps no expected document (every wrap-*, and the cases without documents)
 #: is not counted: there is nothing to check on this path.
-#: Of those checked, per kind: crlf 61, cut-first 45, cut-last 43, interleaved 20, output-copy 3,
-#: torn 1 are all; a scheduler prefix the pattern file does not list (ci, determined, ray,
-#: compose, syslog) is learnt from neighbouring lines only by hvdlog/parse/prefixes.py; colour
-#: codes and tqdm's ``\r`` progress in front of a line are removed by Logstash only after
-#: Filebeat's multiline patterns missed the continuation lines they hide.
+#: Of those checked, per kind: ansi 53, crlf 61, cut-first 45, cut-last 43, interleaved 20,
+#: kubectl-prefix 53, kubectl-timestamps 53, output-copy 3, torn 1, tqdm-glued 53 are all (Filebeat's
+#: multiline patterns look past colour codes and tqdm's ``\r`` progress at a line's start and
+#: behind its tag, blocks.json ``LEAD``); a scheduler prefix the pattern file does not list
+#: (ci, determined, ray, compose, syslog) is learnt from neighbouring lines only by
+#: hvdlog/parse/prefixes.py.
 VARIANTS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
-    "ansi": 34, "crlf": 61, "cut-first": 45, "cut-last": 43, "interleaved": 20, "output-copy": 3,
-    "prefix-ci": 23, "prefix-compose": 23, "prefix-determined": 23, "prefix-kubectl-prefix": 50,
-    "prefix-kubectl-timestamps": 50, "prefix-ray": 23, "prefix-syslog": 23, "torn": 1, "tqdm-glued": 46,
+    "ansi": 53, "crlf": 61, "cut-first": 45, "cut-last": 43, "interleaved": 20, "output-copy": 3,
+    "prefix-ci": 23, "prefix-compose": 23, "prefix-determined": 23, "prefix-kubectl-prefix": 53,
+    "prefix-kubectl-timestamps": 53, "prefix-ray": 23, "prefix-syslog": 23, "torn": 1, "tqdm-glued": 53,
 }
 
 
@@ -227,7 +229,7 @@ def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
     for item in shipped:  # colour codes go first
         item.text = ANSI_GSUB.sub("", item.text)
     arrival = run_logstash([("HVDLOG_ARRIVAL_PREFIX", item.text) for item in shipped])
-    texts = [ARRIVAL_GSUB.sub("", item.text) for item in shipped]
+    texts = [PROGRESS_GSUB.sub(r"\1", ARRIVAL_GSUB.sub("", item.text)) for item in shipped]
     for item, answer, text in zip(shipped, arrival, texts, strict=True):
         _grok_into(item.event, answer["captures"], ())
         item.event["message"] = text
@@ -246,7 +248,6 @@ def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
                     item.event["message"] = re.sub(gsub, "", item.event["message"], flags=re.MULTILINE)
         if "horovod.launcher.format" not in item.event:
             item.event["message"] = SCHEDULER_GSUB.sub("", item.event["message"])
-        item.event["message"] = PROGRESS_GSUB.sub("", item.event["message"])
     kept = [item for item in shipped if re.search(r"\S", item.event["message"])]
     core = run_logstash([("HOROVOD_CORE_LINE", item.event["message"]) for item in kept], keep_empty=True)
     for item, answer in zip(kept, core, strict=True):
@@ -398,6 +399,25 @@ class TestFilterContract:
         assert outputs[-1][0]["log"]["level"] == "warning"
         dropped = run_filter(jruby, events, chatter="drop", workers=2)
         assert sum(map(len, dropped)) == 1
+
+    def test_progress_gsub_in_ruby(self, jruby: str, tmp_path: Path) -> None:
+        """The conf's progress gsub, the one that puts its group 1 (the tag) back, does in Ruby
+        (mutate's ``String#gsub(Regexp.new(needle), replacement)``) what the harness does with
+        Python's ``re.sub``: only what follows each line's last ``\\r`` stays, behind its tag."""
+        regex, by = re.search(r'id => "native_strip_progress"\s+gsub => \["message", "([^"]+)", "([^"]*)"\]', CONF.read_text(encoding="utf-8")).groups()
+        script = tmp_path / "gsub.rb"
+        script.write_text("def register(params)\n  @regex = Regexp.new(params['regex'])\n  @by = params['by']\nend\n"
+                          "def filter(event)\n  event.set('message', event.get('message').gsub(@regex, @by))\n  [event]\nend\n")
+        bar = " 45%|####5     | 45/100 [00:12<00:15,  3.61it/s]\r"
+        texts = [f"[1,0]<stderr>:{bar}Traceback (most recent call last):\n[1,0]<stderr>:{bar}{bar}  File \"t.py\", line 1",
+                 f"{bar}Thu Aug 29 21:45:09 2019[2]<stderr>:terminate called", f"ci || [3]<stdout>:{bar}epoch 1",
+                 f"{bar}2020-01-15 22:44:33 UTC master.0 -- [1,0]<stderr>:Stalled ranks:", f"2: {bar}x\nno progress\r",
+                 f"{bar}[2024-02-11 09:30:01.118911: I a.cc:689] [0]: Horovod initialized"]
+        outputs, _ = _run_ruby(jruby, script, {"regex": regex, "by": by}, [{"message": text} for text in texts])
+        ruby = [events[0]["message"] for events in outputs]
+        assert ruby == [PROGRESS_GSUB.sub(r"\1", text) for text in texts]
+        assert ruby[:3] == ["[1,0]<stderr>:Traceback (most recent call last):\n[1,0]<stderr>:  File \"t.py\", line 1",
+                            "Thu Aug 29 21:45:09 2019[2]<stderr>:terminate called", "ci || [3]<stdout>:epoch 1"]
 
     def test_a_failing_script_is_tagged_not_lost(self, jruby: str, tmp_path: Path) -> None:
         """The runner follows the ruby filter: an exception tags the event _rubyexception and

@@ -27,6 +27,7 @@ _TAG: Final = re.compile(
     r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
     r"(?P<tag>\[\d+(?:,\d+)?\]<std(?:out|err|diag)>:|\[\d+\] |\d+: (?!\[(?!\d{4}-|[TDIWEF] )))?"
 )
+_COLOUR: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def _filebeat_lines(data: bytes) -> list[bytes]:
@@ -44,6 +45,8 @@ def streams_of(case: Case | Path) -> list[list[str]]:
     for raw in raws:
         line = decode_line(raw)
         found = _TAG.match(line)
+        if not (found and found["tag"]) and ("\r" in line or "\x1b" in line):  # behind what a terminal hides
+            found = _TAG.match(_COLOUR.sub("", line).rsplit("\r", 1)[-1])
         groups.setdefault(found["tag"] or "" if found else "", []).append(line)
     return list(groups.values())
 
