@@ -241,7 +241,10 @@ _PIECE: Final = re.compile(r"%\{(\w+)\}")
 def filebeat_patterns(path: Path = BLOCKS_FILE) -> tuple[str, str]:
     """The `match: after` and `match: before` patterns of shipper/filebeat.yml's native input."""
     spec = load_blocks(path)["filebeat"]
-    pieces = {**spec["pieces"], "CONTINUES": "|".join(row["regex"] for row in spec["after"]["continues"])}
+    rows = spec["after"]["continues"]
+    pieces = {**spec["pieces"], "CONTINUES": "|".join(row["regex"] for row in rows),
+              # behind a prefix no list names only what no print starts with (null: nothing)
+              "BEHIND_PREFIX": "|".join(row.get("behind_prefix", row["regex"]) for row in rows if row.get("behind_prefix", "") is not None)}
 
     def expand(template: str) -> str:
         while _PIECE.search(template):

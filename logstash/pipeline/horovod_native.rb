@@ -25,6 +25,8 @@ LEGACY_STALL_MARK = "WARNING: One or more tensors"
 LEVELS = { "T" => "trace", "D" => "debug", "I" => "info", "W" => "warning", "E" => "error", "F" => "critical" }.freeze
 
 TRUNCATED_TAG = "_hvdlog_truncated"
+# a scheduler's prefix is at most this long (hvdlog/parse/prefixes.py _LONGEST)
+PREFIX_LONGEST = 170
 
 def register(params)
   @definitions = load_definitions(params.fetch("patterns_file"))
@@ -51,6 +53,7 @@ def register(params)
   @chatter = compile("HOROVOD_CHATTER")
   @broken = compile("HOROVOD_BROKEN_LINE")
   @core_line = compile("HOROVOD_CORE_LINE")
+  @scheduler_at = Regexp.new("\\G(?:#{compile("HOROVOD_SCHEDULER_PREFIX").regex.source})")
   # The message table (hvdlog/parse/assets/messages.json), shared with hvdlog.parse.messages.
   @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
     compiled = compile(row.fetch("pattern"))
@@ -77,6 +80,7 @@ def filter(event)
   block = event.get("[@metadata][hvd][block]").to_s
   lines = block.split("\n", -1)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
+  lines = unprefixed(event, lines) unless event.get("[horovod][launcher][format]") || event.get("[@metadata][hvd][level]")
   header = event.get("[@metadata][hvd][level]") && torn_header(lines.first.to_s)
   classify_all(header ? untorn(event, lines, header) : pieces_of(event, lines))
 end
@@ -90,6 +94,49 @@ def pieces_of(event, lines)
   pieces = segments(lines, first_state)
   return bound(process(event, pieces.first || lines)) if pieces.length <= 1
   split(event, pieces, first_state)
+end
+
+# --- a prefix no list names (hvdlog/parse/prefixes.py) -----------------------------------
+
+# An untagged event behind a prefix a scheduler, CI system or log viewer put before every line
+# (compose's `trainer-1  | `, syslog's `... python3[4321]: `). hvdlog parse learns it from
+# neighbouring lines; Logstash reads each event alone, so here it comes from the event itself:
+# the prefix horovod-native.conf found before a core header, traceback header, signal line or
+# Slurm error ([@metadata][hvd][prefix], proof on one line), or else the first line's shortest
+# HOROVOD_SCHEDULER_PREFIX before a line the parser knows (unless the whole line is one).
+# It leaves every line of the event that starts with it (digits may differ: times, counters).
+def unprefixed(event, lines)
+  prefix = event.get("[@metadata][hvd][prefix]")
+  prefix = learned_prefix(lines.first.to_s) if prefix.nil? || prefix.empty?
+  return lines unless prefix
+  shape = Regexp.new("\\A" + Regexp.escape(prefix).gsub(/\d+/) { "\\d+" })
+  stripped = lines.map { |line| (found = shape.match(line)) ? line[found.end(0)..] : line }
+  event.set("[@metadata][hvd][block]", stripped.join("\n"))
+  event.set("[message]", stripped.join("\n"))
+  stripped
+end
+
+def learned_prefix(line)
+  return nil if line.empty? || line.start_with?(" ", "\t") || known_start?(line)
+  position = 0
+  while (found = @scheduler_at.match(line, position)) && found.end(0) <= PREFIX_LONGEST && found.end(0) > position
+    position = found.end(0)
+    return line[0, position] if known_start?(line[position..])
+  end
+  nil
+end
+
+# Whether `text` as it stands begins a line the parser knows: a core line, a block's first
+# line, a message of the table (hvdlog/parse/prefixes.py `known_start`).
+def known_start?(text)
+  match(@core_line, text) || !known_opener(text).nil? || @messages.any? { |compiled, *| match(compiled, text) }
+end
+
+def known_opener(text)
+  @opens.find do |opener|
+    next false if opener.state == :code || !opener.tests.empty? || !text.start_with?(opener.prefix)
+    opener.contains ? text.start_with?(opener.contains) : opener.pattern && match(opener.pattern, text)
+  end
 end
 
 # --- a core line torn by the other thread (hvdlog/parse/native.py `_torn`) ---------------

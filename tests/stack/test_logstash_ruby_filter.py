@@ -246,8 +246,10 @@ def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
             if item.event.get("horovod.launcher.format") == launcher:
                 for gsub in gsubs:
                     item.event["message"] = re.sub(gsub, "", item.event["message"], flags=re.MULTILINE)
-        if "horovod.launcher.format" not in item.event:
-            item.event["message"] = SCHEDULER_GSUB.sub("", item.event["message"])
+    untagged = [item for item in shipped if "horovod.launcher.format" not in item.event]
+    for item, answer in zip(untagged, run_logstash([("HOROVOD_PREFIXED_CORE", item.event["message"]) for item in untagged]), strict=True):
+        _grok_into(item.event, answer["captures"], ())
+        item.event["message"] = SCHEDULER_GSUB.sub("", item.event["message"])
     kept = [item for item in shipped if re.search(r"\S", item.event["message"])]
     core = run_logstash([("HOROVOD_CORE_LINE", item.event["message"]) for item in kept], keep_empty=True)
     for item, answer in zip(kept, core, strict=True):
