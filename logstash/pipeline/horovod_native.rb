@@ -109,11 +109,21 @@ def unprefixed(event, lines)
   prefix = event.get("[@metadata][hvd][prefix]")
   prefix = learned_prefix(lines.first.to_s) if prefix.nil? || prefix.empty?
   return lines unless prefix
-  shape = Regexp.new("\\A" + Regexp.escape(prefix).gsub(/\d+/) { "\\d+" })
+  shape = prefix_shape(prefix, lines[1..].find { |line| !line.strip.empty? })
   stripped = lines.map { |line| (found = shape.match(line)) ? line[found.end(0)..] : line }
   event.set("[@metadata][hvd][block]", stripped.join("\n"))
   event.set("[message]", stripped.join("\n"))
   stripped
+end
+
+# The prefix's shape (digits vary) that the event's next line starts with too, if any: the
+# prefix's blanks may have taken the first line's own leading blanks (` WARNING: ...`), so
+# fewer are tried (hvdlog/parse/prefixes.py `_agreeing`); with no such line, the whole prefix.
+def prefix_shape(prefix, neighbour)
+  shapes = prefix.length.downto(prefix.rstrip.length + 1).map do |keep|
+    Regexp.new("\\A" + Regexp.escape(prefix[0, keep]).gsub(/\d+/) { "\\d+" })
+  end
+  (neighbour && shapes.find { |shape| shape.match?(neighbour) }) || shapes.first
 end
 
 def learned_prefix(line)

@@ -14,6 +14,7 @@ from corpus.cases import Case
 from support.filebeat_emulation import join_lines, multiline_parsers
 
 from hvdlog.parse import decode_line
+from hvdlog.parse.patterns import load_definitions
 
 __all__ = ["NATIVE_PARSERS", "events_of", "streams_of"]
 
@@ -21,6 +22,7 @@ _FILEBEAT_YML: Final = Path(__file__).resolve().parent.parent.parent / "shipper"
 NATIVE_PARSERS: Final = multiline_parsers(
     next(i for i in yaml.safe_load(_FILEBEAT_YML.read_text())["filebeat.inputs"] if i["id"] == "hvdlog-native")
 )
+_SCHEDULER: Final = load_definitions()["HOROVOD_SCHEDULER_PREFIX"]
 _TAG: Final = re.compile(
     r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?"
     r"(?:\[pod/[^\]\s]+\] |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z (?:(?:stdout|stderr) [FP] )?|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \S+ -- )*"
@@ -28,6 +30,8 @@ _TAG: Final = re.compile(
     r"(?P<tag>\[\d+(?:,\d+)?\]<std(?:out|err|diag)>:|\[\d+\] |\d+: (?!\[(?!\d{4}-|[TDIWEF] )))?"
 )
 _COLOUR: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: a tag behind any scheduler's prefix (HOROVOD_SCHEDULER_PREFIX), as horovod-native.conf's tag groks find it
+_TAG_BEHIND_PREFIX: Final = re.compile(f"^(?:{_SCHEDULER}){_TAG.pattern[1:].removesuffix(')?')})")
 
 
 def _filebeat_lines(data: bytes) -> list[bytes]:
@@ -47,6 +51,8 @@ def streams_of(case: Case | Path) -> list[list[str]]:
         found = _TAG.match(line)
         if not (found and found["tag"]) and ("\r" in line or "\x1b" in line):  # behind what a terminal hides
             found = _TAG.match(_COLOUR.sub("", line).rsplit("\r", 1)[-1])
+        if not (found and found["tag"]):
+            found = _TAG_BEHIND_PREFIX.match(line)
         groups.setdefault(found["tag"] or "" if found else "", []).append(line)
     return list(groups.values())
 
