@@ -13,6 +13,7 @@ Two ways, both reading the YAML itself (never a copy of its patterns):
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -306,9 +307,9 @@ class TestMultiline:
 # --- a real Filebeat --------------------------------------------------------------------------
 
 
-def _run_filebeat(root: Path, host: str, out: Path, expected: int) -> list[dict[str, Any]]:
+def _run_filebeat(root: Path, host: str, out: Path, expected: int, *, patience: float = 60) -> list[dict[str, Any]]:
     """Run Filebeat with shipper/filebeat.yml (output switched to a file) until it has written
-    ``expected`` events, or 60 s have passed."""
+    ``expected`` events, or ``patience`` seconds have passed."""
     binary = _tool("HVDLOG_FILEBEAT", "install-filebeat.sh")
     env = {**os.environ, **_env(root, host)}
     command = [
@@ -321,7 +322,7 @@ def _run_filebeat(root: Path, host: str, out: Path, expected: int) -> list[dict[
     with open(out / "filebeat.log", "wb") as log:
         process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + patience
             while time.monotonic() < deadline and process.poll() is None:
                 if events_file.exists() and len(events_file.read_text().splitlines()) >= expected:
                     break
@@ -373,6 +374,43 @@ class TestRealFilebeat:
                    for e in tracebacks)
         assert sum("Missing ranks:" in e["message"] for e in events) >= 3
 
+
+    def test_ships_what_terminals_and_schedulers_add(self, tmp_path: Path) -> None:
+        """Real-world consoles coloured, glued to tqdm's progress and behind prefixes no list
+        names (tests/support/variants.py), one per-rank file per stream: a real Filebeat joins
+        their lines exactly as the emulation does (the Logstash path's variant test uses it)."""
+        from corpus.realworld import real_cases
+        from support.native_events import streams_of
+        from support.variant_expectations import case_files
+        from support.variants import variants
+
+        chosen = {"gloo-nccl-init-chained", "legacy-stall-leading-space", "openmpi-cxx-terminate"}
+        kinds = {"ansi", "tqdm-glued", "prefix-determined"}
+        root, host, expected = tmp_path / "root", "node-v", {}
+        for case in (case for case in real_cases() if case.id in chosen):
+            for variant in (v for v in variants(case.id, case_files(case)) if v.name in kinds):
+                for name, data in variant.files.items():
+                    scratch = tmp_path / "scratch" / case.id / variant.name / name
+                    scratch.parent.mkdir(parents=True, exist_ok=True)
+                    scratch.write_bytes(data)
+                    for index, stream in enumerate(streams_of(scratch)):
+                        path = root / f"{case.id}-{variant.name}" / host / f"rank-{index}.stderr.log"
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        path.write_text("\n".join(stream) + "\n", encoding="utf-8")
+                        expected[str(path)] = join_lines("\n".join(stream) + "\n", NATIVE_PARSERS)
+        assert len({path.split("/")[-3] for path in expected}) == len(chosen) * len(kinds)
+        (tmp_path / "out").mkdir()
+        started = time.monotonic()
+        events = _run_filebeat(root, host, tmp_path / "out", sum(map(len, expected.values())), patience=240)
+        print(f"{len(expected)} files, {len(events)} events in {time.monotonic() - started:.0f} s")
+        by_file: dict[str, list[str]] = {}
+        for event in sorted(events, key=lambda e: (e["log"]["file"]["path"], e["log"]["offset"])):
+            by_file.setdefault(event["log"]["file"]["path"], []).append(event["message"])
+        differ = {path: next((pair for pair in itertools.zip_longest(by_file.get(path, []), joined) if pair[0] != pair[1]), None)
+                  for path, joined in expected.items() if by_file.get(path) != joined}  # the first event that differs
+        assert not differ, differ
+        assert any("\x1b[" in m and "\n" in m for ms in by_file.values() for m in ms)  # a coloured multi-line event
+        assert any("\r" in m and "\n" in m for ms in by_file.values() for m in ms)  # one glued to progress
 
     def test_ships_a_process_without_rank(self, tmp_path: Path) -> None:
         """A plain `python` run through hvdlog (no launcher: rank-unknown-pid<N> files): every event

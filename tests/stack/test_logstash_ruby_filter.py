@@ -81,13 +81,17 @@ REALWORLD_RIGHT_THROUGH_LOGSTASH = 102
 #: Of those checked, per kind: ansi 53, crlf 61, cut-first 45, cut-last 43, interleaved 20,
 #: kubectl-prefix 53, kubectl-timestamps 53, output-copy 3, torn 1, tqdm-glued 53 are all (Filebeat's
 #: multiline patterns look past colour codes and tqdm's ``\r`` progress at a line's start and
-#: behind its tag, blocks.json ``LEAD``); a scheduler prefix the pattern file does not list
-#: (ci, determined, ray, compose, syslog) is learnt from neighbouring lines only by
-#: hvdlog/parse/prefixes.py.
+#: behind its tag, blocks.json ``LEAD``). Behind a scheduler prefix the pattern file does not list
+#: (ci, determined, ray, compose, syslog: 51 of 53 each), Filebeat joins an untagged line only
+#: where no print starts so (blocks.json ``behind_prefix``) and the ruby filter takes the prefix
+#: from the event itself; hvdlog/parse/prefixes.py learns it from neighbouring lines. The two
+#: left per kind: an untagged traceback's code lines (only a learned prefix tells an indented
+#: line from a prefix with blanks inside, Determined's ``<>        [time] ...``), and a scheduler
+#: prefix before a collector's (syslog, then CRI) in front of a launcher tag.
 VARIANTS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
     "ansi": 53, "crlf": 61, "cut-first": 45, "cut-last": 43, "interleaved": 20, "output-copy": 3,
-    "prefix-ci": 23, "prefix-compose": 23, "prefix-determined": 23, "prefix-kubectl-prefix": 53,
-    "prefix-kubectl-timestamps": 53, "prefix-ray": 23, "prefix-syslog": 23, "torn": 1, "tqdm-glued": 53,
+    "prefix-ci": 51, "prefix-compose": 51, "prefix-determined": 51, "prefix-kubectl-prefix": 53,
+    "prefix-kubectl-timestamps": 53, "prefix-ray": 51, "prefix-syslog": 51, "torn": 1, "tqdm-glued": 53,
 }
 
 
@@ -335,6 +339,31 @@ class TestSameDocumentsAsHvdlogParse:
         assert all(ours == theirs for ours, theirs in compared), compared
         stalls = [doc for _, docs in compared for doc in docs if doc.get("event.action") == "stall"]
         assert [doc["horovod.stall.missing_ranks"] for doc in stalls] == [[1], [6], [2, 3]]
+
+
+    def test_an_unlisted_prefix_leaves_an_untagged_event(self, jruby: str) -> None:
+        """Behind a prefix no list names (compose's ``trainer-1  | ``), an untagged event gives
+        hvdlog parse's documents: the prefix found before a line the table knows leaves every
+        line of the event (Hydra's box joined by Filebeat), and a line known as a whole keeps
+        its text. Where the two paths differ, by design: a plain print keeps the prefix here
+        (hvdlog parse learns it for the file's every line, the event has nothing to learn it
+        from), and a known line behind a prefix-shaped lead alone is read as prefixed here, where
+        hvdlog parse waits for a neighbour with the same prefix."""
+        prefix = "trainer-1  | "
+        stream = [prefix + line for line in ("Process 2 exit with status code 250.", "=   RANK 3 PID 51822 RUNNING AT p3-node1",
+                                             "=   KILLED BY SIGNAL: 9 (Killed)", "epoch 3 done")]
+        stream.append("WARNING: Process 2 exit with status code 250.")
+        shipped = list(_events_of_file("unlisted-prefix", "job/console.log", [stream], "UTC"))
+        assert [item.text.count("\n") for item in shipped] == [0, 1, 0, 0]
+        ours = [_comparable(event) for _, events in _through(jruby, shipped) for event in events or []]
+        theirs = [_comparable(doc) for doc in parse_lines(stream, path="job/console.log")]
+        theirs[2]["message"] = prefix + theirs[2]["message"]
+        assert len(ours) == len(theirs) == 4 and ours[:3] == theirs[:3]
+        assert (theirs[3]["message"], theirs[3]["log.level"], ours[3]["message"], ours[3]["rank"]) == (
+            "WARNING: Process 2 exit with status code 250.", "info", "Process 2 exit with status code 250.", 2)
+        assert [(doc["message"].split("\n")[0], doc.get("rank"), doc.get("process.exit_code"), doc.get("event.reason")) for doc in ours] == [
+            ("Process 2 exit with status code 250.", 2, 250, None), ("=   RANK 3 PID 51822 RUNNING AT p3-node1", 3, None, "SIGKILL"),
+            (prefix + "epoch 3 done", None, None, None), ("Process 2 exit with status code 250.", 2, 250, None)]
 
 
 class TestRealWorld:
