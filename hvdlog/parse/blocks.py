@@ -242,9 +242,11 @@ def filebeat_patterns(path: Path = BLOCKS_FILE) -> tuple[str, str]:
     """The `match: after` and `match: before` patterns of shipper/filebeat.yml's native input."""
     spec = load_blocks(path)["filebeat"]
     rows = spec["after"]["continues"]
+    # behind a prefix no list names, only what no print starts with: a row's `behind_prefix`
+    # (null: nothing), else its own regex
+    behind = [row.get("behind_prefix", row["regex"]) for row in rows]
     pieces = {**spec["pieces"], "CONTINUES": "|".join(row["regex"] for row in rows),
-              # behind a prefix no list names only what no print starts with (null: nothing)
-              "BEHIND_PREFIX": "|".join(row.get("behind_prefix", row["regex"]) for row in rows if row.get("behind_prefix", "") is not None)}
+              "BEHIND_PREFIX": "|".join(regex for regex in behind if regex is not None)}
 
     def expand(template: str) -> str:
         while _PIECE.search(template):

@@ -60,6 +60,9 @@ def register(params)
     raise ArgumentError, "#{row["pattern"]} must be anchored with \\A" unless compiled.regex.source.start_with?("\\A", "^")
     [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {}), row["pattern"]].freeze
   end.freeze
+  # Every line shape a block or a message begins with, as one regex (hvdlog/parse/prefixes.py
+  # `_starts`): what an untagged event's first line must show behind a prefix no list names.
+  @known_start = Regexp.union(@core_line.regex, *@messages.map { |row| row[0].regex }, *known_openers)
   # signal number -> name: the map of mpirun's row (Hydra's box uses it too)
   @signal_names = @messages.find { |row| row[3] == "HOROVOD_MPIRUN_SIGNAL" }[2].fetch("event.reason").fetch("map")
   @evidence = load_evidence(params.fetch("messages_file"))
@@ -111,7 +114,6 @@ def unprefixed(event, lines)
   return lines unless prefix
   shape = prefix_shape(prefix, lines[1..].find { |line| !line.strip.empty? })
   stripped = lines.map { |line| (found = shape.match(line)) ? line[found.end(0)..] : line }
-  event.set("[@metadata][hvd][block]", stripped.join("\n"))
   event.set("[message]", stripped.join("\n"))
   stripped
 end
@@ -127,26 +129,22 @@ def prefix_shape(prefix, neighbour)
 end
 
 def learned_prefix(line)
-  return nil if line.empty? || line.start_with?(" ", "\t") || known_start?(line)
+  return nil if line.empty? || line.start_with?(" ", "\t") || !@scheduler_at.match?(line, 0) || @known_start.match?(line)
   position = 0
   while (found = @scheduler_at.match(line, position)) && found.end(0) <= PREFIX_LONGEST && found.end(0) > position
     position = found.end(0)
-    return line[0, position] if known_start?(line[position..])
+    return line[0, position] if @known_start.match?(line[position..])
   end
   nil
 end
 
-# Whether `text` as it stands begins a line the parser knows: a core line, a block's first
-# line, a message of the table (hvdlog/parse/prefixes.py `known_start`).
-def known_start?(text)
-  match(@core_line, text) || !known_opener(text).nil? || @messages.any? { |compiled, *| match(compiled, text) }
-end
-
-def known_opener(text)
-  @opens.find do |opener|
-    next false if opener.state == :code || !opener.tests.empty? || !text.start_with?(opener.prefix)
-    opener.contains ? text.start_with?(opener.contains) : opener.pattern && match(opener.pattern, text)
-  end
+# The first lines of blocks.json's openers, each anchored (hvdlog/parse/prefixes.py `_starts`):
+# not a code line's, nor one that needs the lines around it.
+def known_openers
+  @opens.reject { |opener| opener.state == :code || !opener.tests.empty? }.map do |opener|
+    next /\A#{Regexp.escape(opener.contains)}/ if opener.contains
+    /\A(?=#{Regexp.escape(opener.prefix)})(?:#{opener.pattern.regex})/ if opener.pattern
+  end.compact
 end
 
 # --- a core line torn by the other thread (hvdlog/parse/native.py `_torn`) ---------------

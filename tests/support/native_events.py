@@ -14,6 +14,7 @@ from corpus.cases import Case
 from support.filebeat_emulation import join_lines, multiline_parsers
 
 from hvdlog.parse import decode_line
+from hvdlog.parse.launcher import visible
 from hvdlog.parse.patterns import load_definitions
 
 __all__ = ["NATIVE_PARSERS", "events_of", "streams_of"]
@@ -22,16 +23,16 @@ _FILEBEAT_YML: Final = Path(__file__).resolve().parent.parent.parent / "shipper"
 NATIVE_PARSERS: Final = multiline_parsers(
     next(i for i in yaml.safe_load(_FILEBEAT_YML.read_text())["filebeat.inputs"] if i["id"] == "hvdlog-native")
 )
-_SCHEDULER: Final = load_definitions()["HOROVOD_SCHEDULER_PREFIX"]
-_TAG: Final = re.compile(
-    r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?"
+#: what may stand before a launcher tag: hvdlog's arrival time, a collector's prefix, horovodrun's time
+_BEFORE_TAG: Final = (
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?"
     r"(?:\[pod/[^\]\s]+\] |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z (?:(?:stdout|stderr) [FP] )?|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \S+ -- )*"
     r"(?:\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
-    r"(?P<tag>\[\d+(?:,\d+)?\]<std(?:out|err|diag)>:|\[\d+\] |\d+: (?!\[(?!\d{4}-|[TDIWEF] )))?"
 )
-_COLOUR: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_TAG_ITSELF: Final = r"(?P<tag>\[\d+(?:,\d+)?\]<std(?:out|err|diag)>:|\[\d+\] |\d+: (?!\[(?!\d{4}-|[TDIWEF] )))"
+_TAG: Final = re.compile(f"^{_BEFORE_TAG}{_TAG_ITSELF}?")
 #: a tag behind any scheduler's prefix (HOROVOD_SCHEDULER_PREFIX), as horovod-native.conf's tag groks find it
-_TAG_BEHIND_PREFIX: Final = re.compile(f"^(?:{_SCHEDULER}){_TAG.pattern[1:].removesuffix(')?')})")
+_TAG_BEHIND_PREFIX: Final = re.compile(f"^(?:{load_definitions()['HOROVOD_SCHEDULER_PREFIX']}){_BEFORE_TAG}{_TAG_ITSELF}")
 
 
 def _filebeat_lines(data: bytes) -> list[bytes]:
@@ -50,7 +51,7 @@ def streams_of(case: Case | Path) -> list[list[str]]:
         line = decode_line(raw)
         found = _TAG.match(line)
         if not (found and found["tag"]) and ("\r" in line or "\x1b" in line):  # behind what a terminal hides
-            found = _TAG.match(_COLOUR.sub("", line).rsplit("\r", 1)[-1])
+            found = _TAG.match(visible(line))
         if not (found and found["tag"]):
             found = _TAG_BEHIND_PREFIX.match(line)
         groups.setdefault(found["tag"] or "" if found else "", []).append(line)
