@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hvdlog.runtime import stdio
 from hvdlog.runtime.capture_guard import CaptureGuard
 from hvdlog.runtime.secrets import Redactor, secret_values
 from hvdlog.types import Emit
@@ -82,14 +83,14 @@ class NativeCapture:
     _pending_drops: dict[str, tuple[int, str]] = field(default_factory=dict)
     _drops_lock: threading.Lock = field(default_factory=threading.Lock)
     guard: CaptureGuard | None = None
+    _replaced: stdio.Replaced = field(default_factory=stdio.Replaced)
 
     def start(self) -> None:
         """Start the tee and swap the file descriptors (idempotent). Raises OSError when the
         pipes or the process cannot be made; the fds are then left as they were."""
         if self.console_fds:
             return
-        for stream in (sys.stdout, sys.stderr):
-            _flush(stream)
+        _flush_standard_streams()
         consoles: dict[int, int] = {}
         pipes: dict[int, tuple[int, int]] = {}
         try:
@@ -110,7 +111,9 @@ class NativeCapture:
         self._start_guard()
         with contextlib.suppress(RuntimeError):  # no thread to spare: capture still works, only without restarts and drop reports
             threading.Thread(target=self._monitor, args=(self.process, self._status), name="hvdlog-capture-monitor", daemon=True).start()
-        # Python's own prints should reach the file line by line, not at exit.
+        # Python's own prints reach the file line by line, not at exit, and a print in a signal
+        # handler during a print blocked on the pipe neither fails nor tears a line (stdio.py).
+        self._replaced = stdio.install()
         for stream in (sys.stdout, sys.stderr):
             reconfigure = getattr(stream, "reconfigure", None)
             if reconfigure is not None:
@@ -298,8 +301,8 @@ class NativeCapture:
         """
         if not self.console_fds:
             return
-        for stream in (sys.stdout, sys.stderr):
-            _flush(stream)
+        _flush_standard_streams()
+        stdio.restore(self._replaced)
         with self._lock:
             self._stopping = True
             self._flushed.clear()
@@ -327,8 +330,7 @@ class NativeCapture:
         if not self.rank_tags or rank == self.rank or rank is None:
             return
         self.rank = rank
-        for stream in (sys.stdout, sys.stderr):
-            _flush(stream)
+        _flush_standard_streams()
         with self._lock, contextlib.suppress(OSError):
             if self._control >= 0:
                 self._ranked.clear()
@@ -340,6 +342,11 @@ class NativeCapture:
     def console_fd(self, fd: int) -> int:
         """The fd that reaches the original console for ``fd`` (itself when not captured)."""
         return self.console_fds.get(fd, fd)
+
+
+def _flush_standard_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        _flush(stream)
 
 
 def _flush(stream: Any) -> None:

@@ -9,6 +9,7 @@ file is counted and reported once.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -22,11 +23,37 @@ RANK_ENV = {"HOROVOD_RANK": "1", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_SIZE": "2",
 pytestmark = pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="the guard needs Linux /proc")
 
 
-def run(root: Path, body: str, **configure: object) -> subprocess.CompletedProcess[bytes]:
+def run(root: Path, body: str, unbuffered: bool | None = None, **configure: object) -> subprocess.CompletedProcess[bytes]:
+    """Run ``body`` as a configured rank. ``unbuffered`` sets or removes PYTHONUNBUFFERED (None:
+    as this environment has it). A rank that hangs fails the test after 120 s: its capture
+    process (a session of its own, maybe left stopped) is killed too, or its hold on the
+    console pipes would hang the test for ever."""
     settings = {"root": str(root), "job": "t", "stall_after": None, **configure}
     args = ", ".join(f"{key}={value!r}" for key, value in settings.items())
     code = f"import hvdlog, os, sys, time, signal\nconfig = hvdlog.configure({args})\nlog = hvdlog.get_logger()\n" + textwrap.dedent(body)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120, env={**os.environ, **RANK_ENV}, check=False)
+    env = {**os.environ, **RANK_ENV}
+    if unbuffered is not None:
+        env.pop("PYTHONUNBUFFERED", None)
+        env.update({"PYTHONUNBUFFERED": "1"} if unbuffered else {})
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as rank:
+        try:
+            stdout, stderr = rank.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            rank.kill()
+            kill_captures_of(root)
+            stdout, stderr = rank.communicate()
+            pytest.fail(f"the rank hung: {stderr[-2000:]!r}")
+    return subprocess.CompletedProcess(rank.args, rank.returncode, stdout, stderr)
+
+
+def kill_captures_of(root: Path) -> None:
+    """SIGKILL every capture process writing under ``root`` (its spec names the files)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"tee.py" in (words := cmdline.read_bytes()) and str(root).encode() in words:
+                os.kill(int(cmdline.parent.name), signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def json_events(root: Path) -> list[dict]:
@@ -125,10 +152,15 @@ def test_stall_event_names_the_stuck_capture(tmp_path: Path) -> None:
     assert any(e.get("event.reason") == "capture_stuck" and "capture process" in e["message"] for e in stalls), [e["message"] for e in stalls]
 
 
-def test_print_in_a_signal_handler_while_the_rank_prints(tmp_path: Path) -> None:
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "PYTHONUNBUFFERED"])
+def test_print_in_a_signal_handler_while_the_rank_prints(tmp_path: Path, unbuffered: bool) -> None:
     """A handler that prints, run while the main thread is inside a print blocked on the capture
     pipe (capture stopped) and while it prints freely: the rank never dies of ``RuntimeError:
-    reentrant call`` (issue #23 reported it; not reproduced on this Python, held here)."""
+    reentrant call`` (issue #23), and no line holds part of another. Python's default buffered
+    stdout died of it in 4 of 4 runs before stdio.py; ``-u`` (PYTHONUNBUFFERED, set on the machine
+    that ran CI) hid it, so both are run here. Under ``-u`` each piece of a print is its own
+    write, so a handler's line may land between the pieces of another, as it does without
+    hvdlog; only the buffered stream promises whole lines."""
     body = """
     import threading
     seen = []
@@ -138,15 +170,18 @@ def test_print_in_a_signal_handler_while_the_rank_prints(tmp_path: Path) -> None
     signal.signal(signal.SIGUSR1, handler)
     tee, main = config.capture.process.pid, threading.main_thread().ident
     def shoot():
-        for round in range(4):
-            os.kill(tee, signal.SIGSTOP)
-            for _ in range(10):
-                time.sleep(0.02)
-                signal.pthread_kill(main, signal.SIGUSR1)
+        try:
+            for round in range(4):
+                os.kill(tee, signal.SIGSTOP)
+                for _ in range(10):
+                    time.sleep(0.02)
+                    signal.pthread_kill(main, signal.SIGUSR1)
+                os.kill(tee, signal.SIGCONT)
+                for _ in range(20):
+                    time.sleep(0.003)
+                    signal.pthread_kill(main, signal.SIGUSR1)
+        finally:
             os.kill(tee, signal.SIGCONT)
-            for _ in range(20):
-                time.sleep(0.003)
-                signal.pthread_kill(main, signal.SIGUSR1)
     shooter = threading.Thread(target=shoot)
     shooter.start()
     while shooter.is_alive():
@@ -155,7 +190,15 @@ def test_print_in_a_signal_handler_while_the_rank_prints(tmp_path: Path) -> None
     hvdlog.shutdown()
     os.write(2, b"handled %d\\n" % len(seen))
     """
-    result = run(tmp_path / "logs", body)
+    root = tmp_path / "logs"
+    result = run(root, body, unbuffered=unbuffered)
     assert result.returncode == 0 and b"reentrant" not in result.stderr, result.stderr[-2000:]
     handled = int(result.stderr.split(b"handled ")[1].split()[0])
     assert 60 <= handled <= 120, handled  # two signals pending at once are delivered once
+    # The file holds whole lines (behind the capture's arrival time); the guard may have taken
+    # the head of a line to the console, so a line may start mid-way, but none holds the start
+    # of another.
+    lines = [line.partition(b" ")[2] for line in stdout_file(root).splitlines()]
+    assert sum(b"in handler" in line for line in lines) > 0, len(lines)
+    torn = [line[:80] for line in lines if b"in handler" in line[1:] or b"main " in line[1:]]
+    assert unbuffered or not torn, torn[:3]
