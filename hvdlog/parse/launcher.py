@@ -119,7 +119,8 @@ def split_prefixed(line: str) -> Tagged:
             return Tagged(line[len(prefix):], {_PREFIX: prefix})
     fields = _COLLECTOR.match(line)
     if fields is not None:
-        return Tagged(fields.pop(_PAYLOAD, ""), {})
+        prefix = fields.get(_PREFIX)  # a scheduler's prefix before the collector's
+        return Tagged(fields.pop(_PAYLOAD, ""), {_PREFIX: prefix} if prefix else {})
     return Tagged(line, {})
 
 

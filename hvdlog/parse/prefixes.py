@@ -35,6 +35,9 @@ from hvdlog.parse.patterns import compile_pattern
 __all__ = ["PrefixMemory", "known_shape", "known_start"]
 
 _SCHEDULER: Final = compile_pattern("HOROVOD_SCHEDULER_PREFIX").regex
+#: a scheduler's prefix and the collector's after it (HOROVOD_LINE_PREFIX's second form)
+_COLLECTOR_ONLY: Final = compile_pattern("HOROVOD_COLLECTOR_PREFIX").regex
+_COLLECTOR_TAIL: Final = re.compile(f"(?P<scheduler>.+?)(?:{_COLLECTOR_ONLY.pattern})\\Z", re.DOTALL)
 _CORE: Final = compile_pattern("HOROVOD_CORE_LINE").regex
 _OPS: Final = compile_pattern("HOROVOD_STALL_OPS_LINE").regex
 _GRAMMAR: Final = grammar()
@@ -176,9 +179,12 @@ class PrefixMemory:
         return line
 
     def learn(self, prefix: str | None) -> None:
-        """Take the prefix a launcher tag or a core header stood behind (the first one found)."""
+        """Take the prefix a launcher tag or a core header stood behind (the first one found);
+        a collector's prefix after a scheduler's is not part of it (its stream and times vary,
+        and the line's own reading removes it)."""
         if prefix and self._shape is None:
-            self._shape = _shape(prefix)
+            found = None if _COLLECTOR_ONLY.fullmatch(prefix) else _COLLECTOR_TAIL.match(prefix)
+            self._shape = _shape(found["scheduler"] if found else prefix)
 
     def peek(self, line: str) -> Tagged:
         """:meth:`strip` that learns nothing and holds nothing."""

@@ -101,3 +101,21 @@ def test_a_slurm_error_behind_a_prefix_is_proof_on_one_line() -> None:
     assert doc["message"].startswith("slurmstepd: error:") and doc["log"]["level"] == "error"
     (doc,) = _docs(["trainer-1  | gpu1:4321:4400 [0] NCCL WARN srun: error: x"])
     assert doc.get("rank") is None
+
+
+def test_a_scheduler_prefix_before_a_collectors_is_proof_on_one_line() -> None:
+    """syslog over a CRI file: a collector's prefix right after a prefix-shaped lead proves that lead
+    on one line (HOROVOD_COLLECTOR_LINE), and the file learns only the scheduler's part, so a line
+    of the other stream (``stderr F`` after ``stdout F``) loses its prefix too."""
+    syslog, cri = "Mar  4 05:06:0{n} node07 python3[4321]: ", "2021-03-02T10:11:40.81276401{n}Z {stream} F "
+    lines = [syslog.format(n=0) + cri.format(n=0, stream="stdout") + "Process 1 exit with status code 137.",
+             syslog.format(n=1) + cri.format(n=1, stream="stderr") + "Terminating remaining workers after failure of Process 1."]
+    (alone,) = _docs(lines[:1])
+    assert (alone["message"], alone["process"]["exit_code"], alone["rank"]) == ("Process 1 exit with status code 137.", 137, 1)
+    assert _messages(lines) == ["Process 1 exit with status code 137.", "Terminating remaining workers after failure of Process 1."]
+    prints = [syslog.format(n=n) + cri.format(n=n, stream="stdout") + f"epoch {n}" for n in range(3)]
+    assert _messages(prints) == ["epoch 0", "epoch 1", "epoch 2"]
+    # Learned from a tagged line, the prefix is still only the scheduler's: a print the collector
+    # did not write (syslog's own line) loses it too.
+    mixed = [syslog.format(n=0) + cri.format(n=0, stream="stdout") + "[0]<stdout>:epoch 0", syslog.format(n=1) + "epoch 1"]
+    assert _messages(mixed) == ["epoch 0", "epoch 1"]

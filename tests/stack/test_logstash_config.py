@@ -104,7 +104,7 @@ class TestOneSourceOfPatterns:
             f"^{prefix}(?:{time})?{definitions['HOROVOD_GLOO_TAG_ANY']}",
             f"^{prefix}{definitions['HOROVOD_MPICH_TAG_ANY']}",
             definitions["HVDLOG_ARRIVAL_PREFIX_ANY"],
-            f"^(?:{definitions['HOROVOD_COLLECTOR_PREFIX']})",
+            conf_regexes.COLLECTOR_PREFIXES,
             f"^{prefix}{definitions['HOROVOD_SRUN_TAG_ANY']}",
             definitions["HOROVOD_ANSI_ANY"],
             conf_regexes.PROGRESS,

@@ -62,7 +62,7 @@ TAG_STEPS = [
 ]
 ANSI_GSUB = re.compile(DEFINITIONS["HOROVOD_ANSI_ANY"])
 PROGRESS_GSUB = re.compile(conf_regexes.PROGRESS, re.MULTILINE)
-COLLECTOR_GSUB = re.compile(f"^(?:{DEFINITIONS['HOROVOD_COLLECTOR_PREFIX']})", re.MULTILINE)
+COLLECTOR_GSUB = re.compile(conf_regexes.COLLECTOR_PREFIXES, re.MULTILINE)
 #: horovod-native.conf's scheduler-prefix gsub of untagged events (HOROVOD_PREFIXED_CORE's regex)
 SCHEDULER_GSUB = re.compile(
     f"^{DEFINITIONS['HOROVOD_PREFIX_NOT_CORE']}(?:{DEFINITIONS['HOROVOD_SCHEDULER_PREFIX']}){DEFINITIONS['HOROVOD_PREFIXED_START']}", re.MULTILINE)
@@ -82,16 +82,17 @@ REALWORLD_RIGHT_THROUGH_LOGSTASH = 102
 #: kubectl-prefix 53, kubectl-timestamps 53, output-copy 3, torn 1, tqdm-glued 53 are all (Filebeat's
 #: multiline patterns look past colour codes and tqdm's ``\r`` progress at a line's start and
 #: behind its tag, blocks.json ``LEAD``). Behind a scheduler prefix the pattern file does not list
-#: (ci, determined, ray, compose, syslog: 51 of 53 each), Filebeat joins an untagged line only
+#: (ci, determined, ray, compose, syslog: 52 of 53 each), Filebeat joins an untagged line only
 #: where no print starts so (blocks.json ``behind_prefix``) and the ruby filter takes the prefix
-#: from the event itself; hvdlog/parse/prefixes.py learns it from neighbouring lines. The two
-#: left per kind: an untagged traceback's code lines (only a learned prefix tells an indented
-#: line from a prefix with blanks inside, Determined's ``<>        [time] ...``), and a scheduler
-#: prefix before a collector's (syslog, then CRI) in front of a launcher tag.
+#: from the event itself; hvdlog/parse/prefixes.py learns it from neighbouring lines. A scheduler
+#: prefix before a collector's (syslog, then CRI) is one prefix on both paths (HOROVOD_LINE_PREFIX,
+#: HOROVOD_COLLECTOR_LINE). The one left per kind: an untagged traceback's code lines (only a
+#: learned prefix tells an indented line from a prefix with blanks inside, Determined's
+#: ``<>        [time] ...``).
 VARIANTS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
     "ansi": 53, "crlf": 61, "cut-first": 45, "cut-last": 43, "interleaved": 20, "output-copy": 3,
-    "prefix-ci": 51, "prefix-compose": 51, "prefix-determined": 51, "prefix-kubectl-prefix": 53,
-    "prefix-kubectl-timestamps": 53, "prefix-ray": 51, "prefix-syslog": 51, "torn": 1, "tqdm-glued": 53,
+    "prefix-ci": 52, "prefix-compose": 52, "prefix-determined": 52, "prefix-kubectl-prefix": 53,
+    "prefix-kubectl-timestamps": 53, "prefix-ray": 52, "prefix-syslog": 52, "torn": 1, "tqdm-glued": 53,
 }
 
 
@@ -408,6 +409,15 @@ class TestVariants:
         assert not short, "\n".join(short)
 
 
+def _ruby_gsub(jruby: str, tmp_path: Path, regex: str, by: str, texts: list[str]) -> list[str]:
+    """Each text after ``String#gsub(Regexp.new(regex), by)`` in JRuby, as a mutate gsub does."""
+    script = tmp_path / "gsub.rb"
+    script.write_text("def register(params)\n  @regex = Regexp.new(params['regex'])\n  @by = params['by']\nend\n"
+                      "def filter(event)\n  event.set('message', event.get('message').gsub(@regex, @by))\n  [event]\nend\n")
+    outputs, _ = _run_ruby(jruby, script, {"regex": regex, "by": by}, [{"message": text} for text in texts])
+    return [events[0]["message"] for events in outputs]
+
+
 class TestFilterContract:
     def test_levels_are_fields_py(self) -> None:
         """The script's level letters are hvdlog/fields.py's."""
@@ -436,19 +446,28 @@ class TestFilterContract:
         (mutate's ``String#gsub(Regexp.new(needle), replacement)``) what the harness does with
         Python's ``re.sub``: only what follows each line's last ``\\r`` stays, behind its tag."""
         regex, by = re.search(r'id => "native_strip_progress"\s+gsub => \["message", "([^"]+)", "([^"]*)"\]', CONF.read_text(encoding="utf-8")).groups()
-        script = tmp_path / "gsub.rb"
-        script.write_text("def register(params)\n  @regex = Regexp.new(params['regex'])\n  @by = params['by']\nend\n"
-                          "def filter(event)\n  event.set('message', event.get('message').gsub(@regex, @by))\n  [event]\nend\n")
         bar = " 45%|####5     | 45/100 [00:12<00:15,  3.61it/s]\r"
         texts = [f"[1,0]<stderr>:{bar}Traceback (most recent call last):\n[1,0]<stderr>:{bar}{bar}  File \"t.py\", line 1",
                  f"{bar}Thu Aug 29 21:45:09 2019[2]<stderr>:terminate called", f"ci || [3]<stdout>:{bar}epoch 1",
                  f"{bar}2020-01-15 22:44:33 UTC master.0 -- [1,0]<stderr>:Stalled ranks:", f"2: {bar}x\nno progress\r",
                  f"{bar}[2024-02-11 09:30:01.118911: I a.cc:689] [0]: Horovod initialized"]
-        outputs, _ = _run_ruby(jruby, script, {"regex": regex, "by": by}, [{"message": text} for text in texts])
-        ruby = [events[0]["message"] for events in outputs]
+        ruby = _ruby_gsub(jruby, tmp_path, regex, by, texts)
         assert ruby == [PROGRESS_GSUB.sub(r"\1", text) for text in texts]
         assert ruby[:3] == ["[1,0]<stderr>:Traceback (most recent call last):\n[1,0]<stderr>:  File \"t.py\", line 1",
                             "Thu Aug 29 21:45:09 2019[2]<stderr>:terminate called", "ci || [3]<stdout>:epoch 1"]
+
+    def test_collector_gsub_in_ruby(self, jruby: str, tmp_path: Path) -> None:
+        """The conf's collector-prefix gsub removes, from every line, a collector's prefix and a
+        scheduler's right before it (syslog over a CRI file), in Ruby as in the harness."""
+        regex, by = re.search(r'id => "native_strip_collector_prefix"\s+gsub => \["message", "([^"]+)", "([^"]*)"\]', CONF.read_text(encoding="utf-8")).groups()
+        cri = "2021-03-02T10:11:40.552011873Z stderr F "
+        texts = [f"Mar  4 05:06:02 node07 python3[4321]: {cri}[1]<stderr>:Traceback (most recent call last):\n"
+                 f"Mar  4 05:06:03 node07 python3[4321]: {cri}[1]<stderr>:  File \"t.py\", line 1",
+                 f"[pod/w-0/c] {cri}Process 1 exit with status code 1.", "job: ERROR: 2021-03-02 not a collector's prefix"]
+        ruby = _ruby_gsub(jruby, tmp_path, regex, by, texts)
+        assert ruby == [COLLECTOR_GSUB.sub("", text) for text in texts]
+        assert ruby == ['[1]<stderr>:Traceback (most recent call last):\n[1]<stderr>:  File "t.py", line 1',
+                        "Process 1 exit with status code 1.", texts[-1]]
 
     def test_a_failing_script_is_tagged_not_lost(self, jruby: str, tmp_path: Path) -> None:
         """The runner follows the ruby filter: an exception tags the event _rubyexception and

@@ -8,13 +8,18 @@ from typing import Final
 
 from hvdlog.parse.patterns import load_definitions
 
-__all__ = ["LINE_PREFIX", "PROGRESS", "TAGS"]
+__all__ = ["COLLECTOR_PREFIXES", "LINE_PREFIX", "PROGRESS", "TAGS"]
 
 _DEFINITIONS: Final = load_definitions()
 
-#: a collector's or any scheduler's prefix before a launcher tag (HOROVOD_LINE_PREFIX, expanded, optional)
-LINE_PREFIX: Final = (f"(?:(?:{_DEFINITIONS['HOROVOD_COLLECTOR_PREFIX']})"
-                      f"|(?:{_DEFINITIONS['HOROVOD_SCHEDULER_PREFIX']}))??")
+_COLLECTOR: Final = _DEFINITIONS["HOROVOD_COLLECTOR_PREFIX"]
+_SCHEDULER: Final = _DEFINITIONS["HOROVOD_SCHEDULER_PREFIX"]
+
+#: a collector's prefix, or any scheduler's with maybe a collector's after it, before a launcher
+#: tag (HOROVOD_LINE_PREFIX, expanded, optional)
+LINE_PREFIX: Final = f"(?:(?:{_COLLECTOR})|(?:{_SCHEDULER})(?:{_COLLECTOR})?)??"
+#: a collector's prefix, and a scheduler's right before it (HOROVOD_COLLECTOR_LINE's prefixes)
+COLLECTOR_PREFIXES: Final = f"^(?:(?:{_SCHEDULER})(?={_COLLECTOR}))??(?:{_COLLECTOR})"
 #: every launcher's tag (Open MPI, Gloo, MPICH/Intel MPI, srun -l)
 TAGS: Final = "|".join(_DEFINITIONS[f"HOROVOD_{name}_TAG_ANY"] for name in ("OPENMPI", "GLOO", "MPICH", "SRUN"))
 #: tqdm's progress before a line's last ``\r``, behind the line's optional tag (group 1, put back)
