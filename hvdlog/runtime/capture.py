@@ -17,6 +17,8 @@ Capture must never break the rank's output:
   ``log_dropped`` event through the rank's own writer;
 - a guard thread (:mod:`hvdlog.runtime.capture_guard`) drains the pipes to the console while
   the tee is stopped or wedged, so a write never waits for it for long (counted, reported once).
+- a tee left stopped when the rank ends (``shutdown()`` or interpreter exit) is continued: it
+  holds the launcher's console pipes, and horovodrun waits for their end before it exits.
 
 ``stop()`` restores the fds, asks the tee to write out what is already in the pipes and
 waits for its answer (well under a second) — it does not wait for children that still
@@ -25,10 +27,12 @@ hold the pipes: the tee keeps serving them in the background and exits at EOF.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import threading
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hvdlog.runtime import stdio
-from hvdlog.runtime.capture_guard import CaptureGuard
+from hvdlog.runtime.capture_guard import CaptureGuard, process_state
 from hvdlog.runtime.secrets import Redactor, secret_values
 from hvdlog.types import Emit
 
@@ -114,6 +118,7 @@ class NativeCapture:
         # Python's own prints reach the file line by line, not at exit, and a print in a signal
         # handler during a print blocked on the pipe neither fails nor tears a line (stdio.py).
         self._replaced = stdio.install()
+        atexit.register(self._continue_at_exit)
         for stream in (sys.stdout, sys.stderr):
             reconfigure = getattr(stream, "reconfigure", None)
             if reconfigure is not None:
@@ -301,6 +306,7 @@ class NativeCapture:
         """
         if not self.console_fds:
             return
+        atexit.unregister(self._continue_at_exit)
         _flush_standard_streams()
         stdio.restore(self._replaced)
         with self._lock:
@@ -309,6 +315,8 @@ class NativeCapture:
             for fd, console in self.console_fds.items():
                 os.dup2(console, fd)
             process = self.process
+            if process is not None and process.poll() is None:
+                self._continue_if_stopped(process.pid)
             if process is not None and process.poll() is None and self._read_ends:
                 try:
                     os.write(self._control, b"flush\n")
@@ -316,6 +324,8 @@ class NativeCapture:
                     pass
                 else:
                     self._flushed.wait(0.1 if self.stuck() else timeout)
+            if process is not None and process.poll() is None:
+                self._continue_if_stopped(process.pid)  # a stop that was still arriving
             self._stop_guard()
             self._report_drops()
             for fd in [self._control, *self._read_ends.values(), *self.console_fds.values()]:
@@ -323,6 +333,23 @@ class NativeCapture:
             self._read_ends.clear()
             self.console_fds.clear()
             self._control = -1
+
+    def _continue_if_stopped(self, pid: int) -> None:
+        """A capture process left stopped (``kill -STOP``) when the rank ends is continued: stopped,
+        it would hold the launcher's console pipes for ever, and horovodrun waits for their end
+        after the rank exits (a job that never finishes). Running, it writes out and exits at EOF."""
+        if process_state(pid) != "T":
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGCONT)
+            self._report("warning", f"the capture process (pid {pid}) was stopped when the rank ended; continued it so the launcher's console can close",
+                         {"event.action": "capture_continued"})
+
+    def _continue_at_exit(self) -> None:
+        """At interpreter exit without ``shutdown()``: the same, the capture staying on."""
+        process = self.process
+        if process is not None and self.console_fds and process.poll() is None:
+            self._continue_if_stopped(process.pid)
 
     def set_rank(self, rank: int | None) -> None:
         """The process's rank changed (elastic reset): lines already written keep the old

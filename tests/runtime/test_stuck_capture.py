@@ -57,7 +57,11 @@ def kill_captures_of(root: Path) -> None:
 
 
 def json_events(root: Path) -> list[dict]:
-    return [orjson.loads(line) for path in sorted((root / "t").glob("*/rank-1.jsonl*")) for line in path.read_bytes().splitlines()]
+    return json_events_of(root, 1)
+
+
+def json_events_of(root: Path, rank: int) -> list[dict]:
+    return [orjson.loads(line) for path in sorted((root / "t").glob(f"*/rank-{rank}.jsonl*")) for line in path.read_bytes().splitlines()]
 
 
 def stdout_file(root: Path) -> bytes:
@@ -202,3 +206,46 @@ def test_print_in_a_signal_handler_while_the_rank_prints(tmp_path: Path, unbuffe
     assert sum(b"in handler" in line for line in lines) > 0, len(lines)
     torn = [line[:80] for line in lines if b"in handler" in line[1:] or b"main " in line[1:]]
     assert unbuffered or not torn, torn[:3]
+
+
+RANK_SCRIPT = """
+import os, signal, sys, time, hvdlog
+config = hvdlog.configure(root=sys.argv[1], job="t", stall_after=None)
+print("rank up", flush=True)
+if os.environ["HOROVOD_RANK"] == "0":
+    os.kill(config.capture.process.pid, signal.SIGSTOP)
+    time.sleep(float(sys.argv[3]))  # 0: the stop may still be arriving when the rank ends
+    print("after stop", flush=True)
+if sys.argv[2] == "shutdown":
+    hvdlog.shutdown()
+"""
+
+
+@pytest.mark.horovod
+@pytest.mark.parametrize(("ending", "pause"), [("shutdown", 0.0), ("shutdown", 0.5), ("exit", 0.5)])
+def test_a_job_ends_while_a_capture_is_stopped(tmp_path: Path, ending: str, pause: float) -> None:
+    """A real ``horovodrun --gloo -np 2`` whose rank 0 stops its capture process and ends (with
+    ``shutdown()``, or at interpreter exit without it): horovodrun waits for the end of each
+    rank's console pipes, which the stopped capture held for ever (the job hung; checked by
+    hand with a 40 s bound in both endings). The capture is continued as the rank ends: the job
+    exits 0, the line printed while stopped reaches the file, and the rank says so once."""
+    horovodrun = Path(sys.executable).with_name("horovodrun")
+    if not horovodrun.exists():
+        pytest.skip("needs horovodrun (make test installs it)")
+    script, root = tmp_path / "rank.py", tmp_path / "logs"
+    script.write_text(RANK_SCRIPT)
+    command = [str(horovodrun), "--gloo", "-np", "2", "-H", "localhost:2", sys.executable, str(script), str(root), ending, str(pause)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True) as job:
+        try:
+            out, err = job.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            kill_captures_of(root)
+            job.communicate()
+            pytest.fail("horovodrun did not end: the stopped capture still held its console")
+    assert job.returncode == 0, (out[-1000:] + err[-2000:]).decode(errors="replace")
+    (rank0,) = root.glob("t/*/rank-0.stdout.log")
+    assert b" after stop\n" in rank0.read_bytes()
+    events = json_events_of(root, 0)
+    continued = [e for e in events if e.get("event.action") == "capture_continued"]
+    assert len(continued) == 1 and "was stopped when the rank ended" in continued[0]["message"], [e["message"] for e in events]

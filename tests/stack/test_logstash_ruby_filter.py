@@ -461,8 +461,8 @@ class TestFilterContract:
         scheduler's right before it (syslog over a CRI file), in Ruby as in the harness."""
         regex, by = re.search(r'id => "native_strip_collector_prefix"\s+gsub => \["message", "([^"]+)", "([^"]*)"\]', CONF.read_text(encoding="utf-8")).groups()
         cri = "2021-03-02T10:11:40.552011873Z stderr F "
-        texts = [f"Mar  4 05:06:02 node07 python3[4321]: {cri}[1]<stderr>:Traceback (most recent call last):\n"
-                 f"Mar  4 05:06:03 node07 python3[4321]: {cri}[1]<stderr>:  File \"t.py\", line 1",
+        texts = [(f"Mar  4 05:06:02 node07 python3[4321]: {cri}[1]<stderr>:Traceback (most recent call last):\n"
+                  f"Mar  4 05:06:03 node07 python3[4321]: {cri}[1]<stderr>:  File \"t.py\", line 1"),
                  f"[pod/w-0/c] {cri}Process 1 exit with status code 1.", "job: ERROR: 2021-03-02 not a collector's prefix"]
         ruby = _ruby_gsub(jruby, tmp_path, regex, by, texts)
         assert ruby == [COLLECTOR_GSUB.sub("", text) for text in texts]
