@@ -96,7 +96,10 @@ try:
     hvdlog.shutdown()
     console.write("took-shutdown=%.3f\\n" % (time.monotonic() - start))
 finally:
-    os.kill(tee, signal.SIGCONT)
+    try:  # shutdown() continued it already: it may have written out and exited by now
+        os.kill(tee, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
 """
 
 

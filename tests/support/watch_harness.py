@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-IN_TREE = [sys.executable, "-c", "from hvdlog.cli.main import main; main()"]
+#: SIGINT is Ctrl-C's KeyboardInterrupt in the watcher whoever started the suite: a suite run as a
+#: background job (`make test &`, `nohup`) hands its children SIGINT ignored, and Python keeps that.
+IN_TREE = [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); from hvdlog.cli.main import main; main()"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "UTC"}
 
 __all__ = ["ENV", "IN_TREE", "REPO", "IndependentRanks", "Receiver", "Shipper", "free_port", "rank_events", "training_job", "wait_for", "watcher"]
