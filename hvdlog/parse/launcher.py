@@ -21,6 +21,7 @@ _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
 _MPICH: Final = compile_pattern("HOROVOD_MPICH_LINE")
 _SRUN: Final = compile_pattern("HOROVOD_SRUN_LINE")
 _COLLECTOR: Final = compile_pattern("HOROVOD_COLLECTOR_LINE")
+_COLLECTOR_DATE: Final = re.compile(r"\d{4}-\d{2}-\d{2}[T ]")
 _OPENMPI_ANY: Final = compile_pattern("HOROVOD_OPENMPI_TAG_ANY").regex
 _OPENMPI_TAG: Final = compile_pattern("HOROVOD_OPENMPI_TAG")
 _RANK_PATH: Final = compile_pattern("HOROVOD_RANK_FILE_PATH")
@@ -117,7 +118,10 @@ def split_prefixed(line: str) -> Tagged:
         if fields is not None:
             prefix = fields[_PREFIX]
             return Tagged(line[len(prefix):], {_PREFIX: prefix})
-    fields = _COLLECTOR.match(line)
+    # every HOROVOD_COLLECTOR_PREFIX holds `[pod/` or a date: a line without either is tried no
+    # further (the pattern's scheduler alternative would scan 160 characters of every print)
+    maybe = "[pod/" in line or ("-" in line and _COLLECTOR_DATE.search(line) is not None)
+    fields = _COLLECTOR.match(line) if maybe else None
     if fields is not None:
         prefix = fields.get(_PREFIX)  # a scheduler's prefix before the collector's
         return Tagged(fields.pop(_PAYLOAD, ""), {_PREFIX: prefix} if prefix else {})

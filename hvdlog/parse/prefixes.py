@@ -35,8 +35,8 @@ from hvdlog.parse.patterns import compile_pattern
 __all__ = ["PrefixMemory", "known_shape", "known_start"]
 
 _SCHEDULER: Final = compile_pattern("HOROVOD_SCHEDULER_PREFIX").regex
-#: a scheduler's prefix and the collector's after it (HOROVOD_LINE_PREFIX's second form)
 _COLLECTOR_ONLY: Final = compile_pattern("HOROVOD_COLLECTOR_PREFIX").regex
+#: a scheduler's prefix and the collector's after it (HOROVOD_LINE_PREFIX's second form)
 _COLLECTOR_TAIL: Final = re.compile(f"(?P<scheduler>.+?)(?:{_COLLECTOR_ONLY.pattern})\\Z", re.DOTALL)
 _CORE: Final = compile_pattern("HOROVOD_CORE_LINE").regex
 _OPS: Final = compile_pattern("HOROVOD_STALL_OPS_LINE").regex
