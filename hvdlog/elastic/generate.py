@@ -7,7 +7,7 @@ saved objects or the corpus' golden files, then review the diff::
     python -m hvdlog.elastic.generate --check  # exit 1 and name the stale files
 
 ``docs/fields.md`` is rendered too when the root holds the corpus (its sample events are the
-first golden document of each dataset), and the two multiline patterns of ``shipper/filebeat.yml``
+first golden document of each dataset), and the multiline patterns of ``shipper/filebeat.yml``
 when the root holds it (written from the declared grammar, hvdlog/parse/assets/blocks.json; the
 rest of the file is left as it is). It is a developer's tool: nothing here reads the tests
 from where the package is installed.
@@ -43,8 +43,8 @@ _PATTERN_LINE = re.compile(r"^(?P<head>\s*pattern: )'(?:[^'\n]|'')*'$", re.MULTI
 
 
 def render_filebeat(text: str) -> str:
-    """``text`` (shipper/filebeat.yml) with its two multiline patterns -- `match: after`, then
-    `match: before`, the only `pattern:` lines of the file -- written from blocks.json."""
+    """``text`` (shipper/filebeat.yml) with its multiline patterns -- `match: after`, then the
+    `match: before` stages, the only `pattern:` lines of the file -- written from blocks.json."""
     from hvdlog.parse.blocks import filebeat_patterns  # the grammar; loaded only for this file
 
     patterns = list(filebeat_patterns())

@@ -238,8 +238,10 @@ def segments(lines: list[str], *, filebeat_only: bool = False) -> Iterator[tuple
 _PIECE: Final = re.compile(r"%\{(\w+)\}")
 
 
-def filebeat_patterns(path: Path = BLOCKS_FILE) -> tuple[str, str]:
-    """The `match: after` and `match: before` patterns of shipper/filebeat.yml's native input."""
+def filebeat_patterns(path: Path = BLOCKS_FILE) -> tuple[str, ...]:
+    """The multiline patterns of shipper/filebeat.yml's native input, in parser order: the
+    `match: after` one, then each `match: before` stage (a stage sees the events the one
+    before it joined)."""
     spec = load_blocks(path)["filebeat"]
     rows = spec["after"]["continues"]
     # behind a prefix no list names, only what no print starts with: a row's `behind_prefix`
@@ -253,4 +255,4 @@ def filebeat_patterns(path: Path = BLOCKS_FILE) -> tuple[str, str]:
             template = _PIECE.sub(lambda found: pieces[found[1]], template)
         return template
 
-    return expand(spec["after"]["template"]), expand(spec["before"]["template"])
+    return expand(spec["after"]["template"]), *(expand(stage["template"]) for stage in spec["before"])

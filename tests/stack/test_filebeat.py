@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from support.filebeat_emulation import dissect, expand, join_lines, multiline_parsers
+from support.variants import PREFIXES
 
 from hvdlog import layout
 from hvdlog.documents import get_field
@@ -41,6 +42,8 @@ CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 CONFIG: dict[str, Any] = yaml.safe_load(FILEBEAT_YML.read_text())
 INPUTS: dict[str, dict[str, Any]] = {i["id"]: i for i in CONFIG["filebeat.inputs"]}
 NATIVE_PARSERS = multiline_parsers(INPUTS["hvdlog-native"])
+#: tests/support/variants.py's prefixes that no list of the parser names (a scheduler's, CI's, ...)
+UNLISTED_PREFIXES = ("ci", "determined", "ray", "compose", "syslog")
 
 # --- the native streams read with the declared grammar (hvdlog/parse/assets/blocks.json) ------
 _ARRIVAL = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z "  # hvdlog's tee (GUIDE, HVDLOG_ARRIVAL_TIME)
@@ -176,30 +179,36 @@ class TestConfig:
             assert hours["clean_inactive"] > hours["ignore_older"]
 
     def test_multiline_patterns_are_generated_from_the_grammar(self) -> None:
-        """The two multiline patterns are hvdlog/parse/assets/blocks.json's (python -m
+        """The multiline patterns are hvdlog/parse/assets/blocks.json's (python -m
         hvdlog.elastic.generate writes them), the file is otherwise untouched, and every rule
-        Filebeat can follow has a piece of the `after` pattern or the `before` one."""
+        Filebeat can follow has a piece of the `after` pattern or of a `before` stage."""
         text = FILEBEAT_YML.read_text()
         assert render_filebeat(text) == text, "shipper/filebeat.yml is stale: run python -m hvdlog.elastic.generate"
         assert [parser.pattern.pattern for parser in NATIVE_PARSERS] == list(filebeat_patterns())
         from hvdlog.parse.blocks import load_blocks
 
         data = load_blocks()
-        served = {name for row in data["filebeat"]["after"]["continues"] for name in row["for"]} | set(data["filebeat"]["before"]["for"])
+        served = {name for row in data["filebeat"]["after"]["continues"] for name in row["for"]} | {name for stage in data["filebeat"]["before"] for name in stage["for"]}
         followed = {row["name"] for rows in data["states"].values() for row in rows if row.get("filebeat", True)}
         assert followed <= served, f"rules with no Filebeat pattern: {sorted(followed - served)}"
 
     def test_patterns_in_re2_and_python(self) -> None:
         """Go's regexp and Python's re give the same answer for every corpus line -- also coloured,
-        and behind tqdm's ``\\r`` progress, before or after its launcher tag -- and for the joined
-        events the second parser sees."""
+        behind tqdm's ``\\r`` progress, before or after its launcher tag, and behind each prefix no
+        list names -- and for the joined events each later parser sees."""
         go = shutil.which("go") or pytest.fail("Go is needed to check the patterns with RE2 (it builds composecheck too)")
         plain = [line for path in _native_files() for line in path.read_text(errors="replace").splitlines()]
         progress = " 45%|####5     | 45/100 [00:12<00:15,  3.61it/s]\r"
         lines = [*plain, *(f"\x1b[36m{line}\x1b[0m" for line in plain), *(progress + line for line in plain),
                  *(_TAGGED.sub(lambda tag: tag[0] + progress, line, count=1) for line in plain)]
-        events = [e for path in _native_files() for group in streams(path).values() for e in join_lines("\n".join(group) + "\n", NATIVE_PARSERS[:1])]
-        for parser, samples in zip(NATIVE_PARSERS, (lines, events), strict=True):  # the two multiline stages: raw lines, then the joined events
+        groups = [list(group) for path in _native_files() for group in streams(path).values()]
+        # and behind each prefix no list names (what the `before` stages are for)
+        unlisted = [[PREFIXES[name](number) + line for number, line in enumerate(group)] for group in groups for name in UNLISTED_PREFIXES]
+        lines += [line for group in unlisted for line in group]
+        groups = ["\n".join(group) + "\n" for group in groups + unlisted]
+        # each stage's input: raw lines, then the events the stages before it joined
+        inputs = [lines, *([e for text in groups for e in join_lines(text, NATIVE_PARSERS[:stage])] for stage in range(1, len(NATIVE_PARSERS)))]
+        for parser, samples in zip(NATIVE_PARSERS, inputs, strict=True):
             result = subprocess.run(
                 [go, "run", str(SHIPPING / "re2match.go"), parser.pattern.pattern],
                 input="".join(json.dumps(s) + "\n" for s in samples), capture_output=True, text=True, timeout=120, check=False,
@@ -288,6 +297,27 @@ class TestMultiline:
                     counts[kind] += 1
                     counts["chained"] += kind == "traceback" and any(_CHAINED.match(_split(line)[1]) for line in lines[first:last])
         assert counts["stall"] >= 10 and counts["traceback"] >= 5 and counts["chained"] >= 1, counts
+
+    def test_tracebacks_behind_an_unlisted_prefix_join_as_without_it(self) -> None:
+        """Behind a scheduler's or CI system's prefix, a traceback's source lines (and Python
+        3.11's marker lines) cannot continue an event by themselves; the `before` stages still
+        make the same events as the bare lines make: a traceback whole up to its exception
+        line, a `<string>` frame's traceback (no source line) too, and the prints around them
+        alone."""
+        console = [
+            "epoch 1 done", "Traceback (most recent call last):", '  File "/app/train.py", line 40, in <module>', "    main()",
+            '  File "/app/train.py", line 33, in main', "    loss = step(model, batch)", "           ^^^^^^^^^^^^^^^^^^",
+            '  File "/app/train.py", line 21, in step', '    hvd.allreduce(x, name="loss")', "    ~~~~~~~~~~~~~^^^^^^^^^^^^^^^^",
+            "RuntimeError: Horovod has been shut down.", "epoch 2 start", "Traceback (most recent call last):",
+            '  File "<string>", line 1, in <module>', "NameError: name 'x' is not defined", "next print",
+        ]
+        bare = join_lines("\n".join(console) + "\n", NATIVE_PARSERS)
+        assert [event.count("\n") + 1 for event in bare] == [1, 10, 1, 3, 1]
+        for name in UNLISTED_PREFIXES:
+            prefixes = [PREFIXES[name](number) for number in range(len(console))]
+            joined = join_lines("".join(prefix + line + "\n" for prefix, line in zip(prefixes, console, strict=True)), NATIVE_PARSERS)
+            each = iter(prefixes)
+            assert ["\n".join(line.removeprefix(next(each)) for line in event.split("\n")) for event in joined] == bare, name
 
     def test_no_overjoining(self) -> None:
         """Each Horovod header line and each new traceback begins its own event."""
@@ -378,13 +408,14 @@ class TestRealFilebeat:
     def test_ships_what_terminals_and_schedulers_add(self, tmp_path: Path) -> None:
         """Real-world consoles coloured, glued to tqdm's progress and behind prefixes no list
         names (tests/support/variants.py), one per-rank file per stream: a real Filebeat joins
-        their lines exactly as the emulation does (the Logstash path's variant test uses it)."""
+        their lines exactly as the emulation does (the Logstash path's variant test uses it),
+        horovodrun's own traceback behind Determined's prefix included (the `before` stages)."""
         from corpus.realworld import real_cases
         from support.native_events import streams_of
         from support.variant_expectations import case_files
         from support.variants import variants
 
-        chosen = {"gloo-nccl-init-chained", "legacy-stall-leading-space", "openmpi-cxx-terminate"}
+        chosen = {"gloo-nccl-init-chained", "legacy-stall-leading-space", "openmpi-cxx-terminate", "gloo-first-exit-is-victim"}
         kinds = {"ansi", "tqdm-glued", "prefix-determined"}
         root, host, expected = tmp_path / "root", "node-v", {}
         for case in (case for case in real_cases() if case.id in chosen):

@@ -91,8 +91,8 @@ REALWORLD_RIGHT_THROUGH_LOGSTASH = 102
 #: ``<>        [time] ...``).
 VARIANTS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
     "ansi": 53, "crlf": 61, "cut-first": 45, "cut-last": 43, "interleaved": 20, "output-copy": 3,
-    "prefix-ci": 52, "prefix-compose": 52, "prefix-determined": 52, "prefix-kubectl-prefix": 53,
-    "prefix-kubectl-timestamps": 53, "prefix-ray": 52, "prefix-syslog": 52, "torn": 1, "tqdm-glued": 53,
+    "prefix-ci": 53, "prefix-compose": 53, "prefix-determined": 53, "prefix-kubectl-prefix": 53,
+    "prefix-kubectl-timestamps": 53, "prefix-ray": 53, "prefix-syslog": 53, "torn": 1, "tqdm-glued": 53,
 }
 
 
