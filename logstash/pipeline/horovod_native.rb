@@ -63,6 +63,7 @@ def register(params)
   # Every line shape a block or a message begins with, as one regex (hvdlog/parse/prefixes.py
   # `_starts`): what an untagged event's first line must show behind a prefix no list names.
   @known_start = Regexp.union(@core_line.regex, *@messages.map { |row| row[0].regex }, *known_openers)
+  @stall_ops_line = compile("HOROVOD_STALL_OPS_LINE")
   # signal number -> name: the map of mpirun's row (Hydra's box uses it too)
   @signal_names = @messages.find { |row| row[3] == "HOROVOD_MPIRUN_SIGNAL" }[2].fetch("event.reason").fetch("map")
   @evidence = load_evidence(params.fetch("messages_file"))
@@ -83,7 +84,9 @@ def filter(event)
   block = event.get("[@metadata][hvd][block]").to_s
   lines = block.split("\n", -1)
   lines.pop while lines.length > 1 && lines.last.strip.empty?
-  lines = unprefixed(event, lines) unless event.get("[horovod][launcher][format]") || event.get("[@metadata][hvd][level]")
+  # a core line's event: its first line lost the prefix in the conf, its other lines lose it here
+  lines = unprefixed(event, lines) unless event.get("[horovod][launcher][format]") ||
+                                          (event.get("[@metadata][hvd][level]") && !event.get("[@metadata][hvd][prefix]"))
   header = event.get("[@metadata][hvd][level]") && torn_header(lines.first.to_s)
   classify_all(header ? untorn(event, lines, header) : pieces_of(event, lines))
 end
@@ -106,36 +109,63 @@ end
 # neighbouring lines; Logstash reads each event alone, so here it comes from the event itself:
 # the prefix horovod-native.conf found before a core header, traceback header, signal line or
 # Slurm error ([@metadata][hvd][prefix], proof on one line), or else the first line's shortest
-# HOROVOD_SCHEDULER_PREFIX before a line the parser knows (unless the whole line is one).
+# HOROVOD_SCHEDULER_PREFIX before a line the parser knows (unless the whole line is one), or
+# else a later line's, when the first line starts with it too (Filebeat joined that line
+# behind the prefix: Open MPI's `Process name:` under the box's unknown first lines).
 # It leaves every line of the event that starts with it (digits may differ: times, counters).
 def unprefixed(event, lines)
   prefix = event.get("[@metadata][hvd][prefix]")
   prefix = learned_prefix(lines.first.to_s) if prefix.nil? || prefix.empty?
-  return lines unless prefix
-  shape = prefix_shape(prefix, lines[1..].find { |line| !line.strip.empty? })
+  shape = prefix ? prefix_shape(prefix, lines[1..].find { |line| !line.strip.empty? }) : later_shape(lines)
+  return lines unless shape
   stripped = lines.map { |line| (found = shape.match(line)) ? line[found.end(0)..] : line }
-  event.set("[message]", stripped.join("\n"))
+  event.set("[message]", stripped.join("\n")) unless event.get("[@metadata][hvd][level]")  # a core line's is the conf's
   stripped
+end
+
+# The shape of the first prefix a later line shows before a line the parser knows, that the
+# first line starts with too (nil: none). Only an event whose first line has a prefix's shape.
+def later_shape(lines)
+  return nil if lines.length < 2 || !@scheduler_at.match?(lines.first.to_s, 0)
+  lines[1..].each do |line|
+    prefix = learned_prefix(line)
+    shape = prefix && agreeing_shape(prefix, lines.first)
+    return shape if shape
+  end
+  nil
 end
 
 # The prefix's shape (digits vary) that the event's next line starts with too, if any: the
 # prefix's blanks may have taken the first line's own leading blanks (` WARNING: ...`), so
 # fewer are tried (hvdlog/parse/prefixes.py `_agreeing`); with no such line, the whole prefix.
 def prefix_shape(prefix, neighbour)
-  shapes = prefix.length.downto(prefix.rstrip.length + 1).map do |keep|
+  (neighbour && agreeing_shape(prefix, neighbour)) || shapes_of(prefix).first
+end
+
+def agreeing_shape(prefix, neighbour)
+  shapes_of(prefix).find { |shape| shape.match?(neighbour) }
+end
+
+def shapes_of(prefix)
+  prefix.length.downto(prefix.rstrip.length + 1).map do |keep|
     Regexp.new("\\A" + Regexp.escape(prefix[0, keep]).gsub(/\d+/) { "\\d+" })
   end
-  (neighbour && shapes.find { |shape| shape.match?(neighbour) }) || shapes.first
 end
 
 def learned_prefix(line)
-  return nil if line.empty? || line.start_with?(" ", "\t") || !@scheduler_at.match?(line, 0) || @known_start.match?(line)
+  return nil if line.empty? || line.start_with?(" ", "\t") || !@scheduler_at.match?(line, 0) || known_start?(line)
   position = 0
   while (found = @scheduler_at.match(line, position)) && found.end(0) <= PREFIX_LONGEST && found.end(0) > position
     position = found.end(0)
-    return line[0, position] if @known_start.match?(line[position..])
+    return line[0, position] if known_start?(line[position..])
   end
   nil
+end
+
+# A line the parser knows as it stands (hvdlog/parse/prefixes.py `known_start`): a row, a
+# block's first line, the core line, or a stall report's tensor line.
+def known_start?(text)
+  @known_start.match?(text) || (text.include?("ranks: ") && match(@stall_ops_line, text))
 end
 
 # The first lines of blocks.json's openers, each anchored (hvdlog/parse/prefixes.py `_starts`):

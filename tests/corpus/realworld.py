@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ASPECTS", "REALWORLD", "RealCase", "check", "real_cases"]
+__all__ = ["ASPECTS", "REALWORLD", "RealCase", "answers_over", "check", "real_cases"]
 
 REALWORLD = Path(__file__).resolve().parent / "realworld"
 ASPECTS = ("documents", "first_failure", "stalls", "grep_error", "grep_rank")
@@ -219,6 +219,31 @@ def library_answers(case: RealCase, aspect: str) -> list[dict[str, Any]]:
 
         return [episode.to_json() for episode in find_stalls(source.search, Filter())]
     raise ValueError(f"no library answer for {aspect}")
+
+
+def answers_over(docs: list[dict[str, Any]], case: RealCase, aspect: str) -> list[dict[str, Any]]:
+    """An aspect's answer from documents another path made (the Logstash path's), by the
+    library calls the commands make on a source's search: ``first-failure``'s, ``stalls``',
+    and ``grep``'s echo-free matches (``--level error``, ``--rank N``), in sort-key order."""
+    from hvdlog.documents import sort_key
+    from hvdlog.query.echoes import drop_echoes
+    from hvdlog.query.failures import find_first_failure
+    from hvdlog.query.spec import Filter
+    from hvdlog.query.stalls import find_stalls
+
+    def search(spec: Filter, last: int | None = None) -> Iterable[dict[str, Any]]:
+        return sorted((doc for doc in docs if spec.matches(doc)), key=sort_key)
+
+    if aspect == "first_failure":
+        answers: list[Any] = [report.to_json() for report in find_first_failure(search, Filter())]
+    elif aspect == "stalls":
+        answers = [episode.to_json() for episode in find_stalls(search, Filter())]
+    elif aspect in ("grep_error", "grep_rank"):
+        rank = int(case.config.get("grep_rank", {}).get("rank", 0))
+        answers = list(drop_echoes(search(Filter(min_level="error") if aspect == "grep_error" else Filter(ranks=frozenset({rank})))))
+    else:
+        raise ValueError(f"no answer over documents for {aspect}")
+    return json.loads(json.dumps(answers, default=str))
 
 
 def cli_answers(case: RealCase, aspect: str) -> tuple[int, list[dict[str, Any]]]:

@@ -188,7 +188,8 @@ class TestConfig:
         from hvdlog.parse.blocks import load_blocks
 
         data = load_blocks()
-        served = {name for row in data["filebeat"]["after"]["continues"] for name in row["for"]} | {name for stage in data["filebeat"]["before"] for name in stage["for"]}
+        served = {name for row in data["filebeat"]["after"]["continues"] for name in row["for"]}
+        served |= {name for stage in data["filebeat"]["before"] for name in stage["for"]}
         followed = {row["name"] for rows in data["states"].values() for row in rows if row.get("filebeat", True)}
         assert followed <= served, f"rules with no Filebeat pattern: {sorted(followed - served)}"
 

@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 from corpus.cases import cases
-from corpus.realworld import RealCase, check_documents, library_answers, real_cases
+from corpus.realworld import RealCase, answers_over, check, check_documents, library_answers, real_cases
 from corpus.tools_required import installed, jdk_tool
 from support import conf_regexes
 from support.grok import run_logstash
-from support.native_events import events_of, streams_of
+from support.native_events import events_of, numbered_streams_of, streams_of
 from support.variant_expectations import case_files, expected_under, materialise
 from support.variants import Variant, variants
 
@@ -95,6 +95,17 @@ VARIANTS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
     "prefix-kubectl-timestamps": 53, "prefix-ray": 53, "prefix-syslog": 53, "torn": 1, "tqdm-glued": 53,
 }
 
+#: The answers the variants' documents are checked for, through Logstash too.
+ANSWER_ASPECTS: tuple[str, ...] = ("first_failure", "stalls", "grep_error", "grep_rank")
+#: Per variant kind (and the unchanged cases), how many variants' answers are right from the
+#: Logstash path's documents (a floor: it may only go up). A terminal's wraps are joined back
+#: only where the whole file is read (hvdlog/parse/wraps.py reads the width from it); Filebeat
+#: ships hvdlog's per-rank files, which no terminal wrapped.
+VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
+    "unchanged": 102, "ansi": 92, "crlf": 102, "cut-first": 69, "cut-last": 68, "interleaved": 28, "output-copy": 4,
+    "prefix-ci": 92, "prefix-compose": 92, "prefix-determined": 92, "prefix-kubectl-prefix": 92, "prefix-kubectl-timestamps": 92,
+    "prefix-ray": 92, "prefix-syslog": 92, "torn": 1, "tqdm-glued": 92, "wrap": 85,
+}
 
 @pytest.fixture(name="jruby", scope="module")
 def fixture_jruby() -> str:
@@ -146,10 +157,11 @@ class Shipped:
     """One Filebeat event: where it comes from, its text, the base fields Filebeat gave it,
     and the documents `hvdlog parse` makes of its lines."""
 
-    def __init__(self, source: str, path: str, text: str, docs: list[dict[str, Any]]) -> None:
+    def __init__(self, source: str, path: str, text: str, docs: list[dict[str, Any]], position: tuple[int, int] = (0, 0)) -> None:
         self.source = source  # a corpus case id, or realworld/<case>
         self.text = text
         self.docs = docs
+        self.position = position  # (file, line) of its first line: the order of lines without a time
         self.event: dict[str, Any] = {"message": text, "log.file.path": path, **path_fields(path)}
 
 
@@ -180,9 +192,10 @@ def _jsonl(path: str) -> bool:
 
 def _documents_through(jruby: str, shipped: list[Shipped], jsonl: dict[str, list[tuple[str, Path]]]) -> dict[str, list[dict[str, Any]]]:
     """The documents of each source from the Logstash path: the shipped events through the
-    conf's groks and the ruby filter in one run, plus the JSON events files of ``jsonl``."""
+    conf's groks and the ruby filter in one run, in their lines' order in the files, plus the
+    JSON events files of ``jsonl``."""
     documents: dict[str, list[dict[str, Any]]] = {}
-    for item, events in _through(jruby, shipped):
+    for item, events in sorted(_through(jruby, shipped), key=lambda pair: (pair[0].source, pair[0].position)):
         documents.setdefault(item.source, []).extend(events or [])
     for source, files in jsonl.items():
         for relative, path in files:
@@ -201,32 +214,40 @@ def _kind(variant: Variant) -> str:
     return "wrap" if variant.name.startswith("wrap-") else variant.name
 
 
-def _variant_cases(folder: Path) -> Iterator[tuple[str, str, RealCase]]:
-    """(id, kind, case) of every variant of every real-world case that keeps expected documents,
-    its files written under ``folder``, its expectations adjusted as test_metamorphic does."""
+def _expects(config: dict[str, Any], aspects: frozenset[str]) -> bool:
+    """Whether a case's expectations hold one of ``aspects`` (no documents listed: none)."""
+    return any(config.get(aspect) if aspect == "documents" else aspect in config for aspect in aspects)
+
+
+def _variant_cases(folder: Path, aspects: frozenset[str] = frozenset({"documents"})) -> Iterator[tuple[str, str, RealCase]]:
+    """(id, kind, case) of every variant of every real-world case that keeps expectations of
+    ``aspects``, its files written under ``folder``, its expectations adjusted as test_metamorphic does."""
     for case in REAL_CASES:
-        if not case.config.get("documents"):
+        if not _expects(case.config, aspects):
             continue
         original: list[dict[str, Any]] | None = None
         for variant in variants(case.id, case_files(case)):
-            if "documents" not in variant.keeps:
+            if not aspects & variant.keeps:
                 continue
             if variant.cut and original is None:
                 original = library_answers(case, "documents")
             changed = expected_under(case, folder / case.id / variant.name, variant, original or [])
-            if changed.config.get("documents"):
+            if _expects(changed.config, aspects & variant.keeps):
                 materialise(changed.folder, variant.files)
                 yield f"{case.id}-{variant.name}", _kind(variant), changed
 
 
 def _shipped_variant(source: str, case: RealCase) -> Iterator[Shipped]:
-    """A variant's Filebeat events (its documents by hvdlog parse are not needed: the check is
-    against the case's expectations, as test_metamorphic's)."""
+    """A variant's Filebeat events, each at its first line's place (its documents by hvdlog
+    parse are not needed: the check is against the case's expectations, as test_metamorphic's)."""
     files = dict(case.files())
-    for relative in without_launcher_copies(list(files)):  # Filebeat's paths: the layout, not the copies
+    for order, relative in enumerate(without_launcher_copies(list(files))):  # Filebeat's paths: the layout, not the copies
         if not _jsonl(relative):
-            for stream in streams_of(files[relative]):
-                yield from (Shipped(source, relative, text, []) for text in events_of(stream))
+            for stream in numbered_streams_of(files[relative]):
+                first = 0
+                for text in events_of([line for _, line in stream]):
+                    yield Shipped(source, relative, text, [], (order, stream[first][0]))
+                    first += text.count("\n") + 1
 
 
 def _before_ruby(shipped: list[Shipped]) -> list[dict[str, Any] | None]:
@@ -406,6 +427,36 @@ class TestVariants:
         assert set(right) <= set(VARIANTS_RIGHT_THROUGH_LOGSTASH), sorted(set(right) - set(VARIANTS_RIGHT_THROUGH_LOGSTASH))
         short = [f"{kind}: {len(right.get(kind, []))} right, floor {floor}; wrong: {' '.join(wrong.get(kind, []))}"
                  for kind, floor in VARIANTS_RIGHT_THROUGH_LOGSTASH.items() if len(right.get(kind, [])) < floor]
+        assert not short, "\n".join(short)
+
+
+    def test_variant_answers_through_logstash(self, jruby: str, tmp_path: Path) -> None:
+        """Every variant's ``first-failure``, ``stalls`` and ``grep`` answers (the ones it keeps,
+        adjusted as test_metamorphic adjusts them), from the documents the Logstash path makes
+        of it, by the library calls the commands make. Logstash's date filter cannot run here
+        (ARCHITECTURE.md), so a native document has no time and keeps its line's place in the
+        file, as the Python path orders lines without a time; JSON events keep their own.
+        The unchanged cases too. Counted per kind against VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH."""
+        unchanged = [(case.id, "unchanged", case) for case in REAL_CASES if _expects(case.config, frozenset(ANSWER_ASPECTS))]
+        made = [*unchanged, *_variant_cases(tmp_path, frozenset(ANSWER_ASPECTS))]
+        shipped = [item for source, _, case in made for item in _shipped_variant(source, case)]
+        jsonl = {source: [(r, p) for r, p in case.files() if _jsonl(p.name)] for source, _, case in made}
+        documents = _documents_through(jruby, shipped, jsonl)
+        right: dict[str, list[str]] = {}
+        wrong: dict[str, list[str]] = {}
+        for source, kind, case in made:
+            found = [f"{aspect}: {problem}" for aspect in ANSWER_ASPECTS if aspect in case.config
+                     for problem in check(case, aspect, answers_over(documents.get(source, []), case, aspect))]
+            (wrong if found else right).setdefault(kind, []).append(source)
+            right.setdefault(kind, [])
+            if found:
+                print(source, found[:2])
+        print("variants' answers through Logstash, per kind (right/checked):")
+        for kind in sorted(right):
+            print(f"  {kind}: {len(right[kind])}/{len(right[kind]) + len(wrong.get(kind, []))}")
+        assert set(right) <= set(VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH), sorted(set(right) - set(VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH))
+        short = [f"{kind}: {len(right.get(kind, []))} right, floor {floor}; wrong: {' '.join(wrong.get(kind, []))}"
+                 for kind, floor in VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH.items() if len(right.get(kind, [])) < floor]
         assert not short, "\n".join(short)
 
 

@@ -17,7 +17,7 @@ from hvdlog.parse import decode_line
 from hvdlog.parse.launcher import visible
 from hvdlog.parse.patterns import load_definitions
 
-__all__ = ["NATIVE_PARSERS", "events_of", "streams_of"]
+__all__ = ["NATIVE_PARSERS", "events_of", "numbered_streams_of", "streams_of"]
 
 _FILEBEAT_YML: Final = Path(__file__).resolve().parent.parent.parent / "shipper" / "filebeat.yml"
 NATIVE_PARSERS: Final = multiline_parsers(
@@ -45,16 +45,21 @@ def _filebeat_lines(data: bytes) -> list[bytes]:
 
 def streams_of(case: Case | Path) -> list[list[str]]:
     """A case's (or a file's) lines grouped by launcher tag (one group when untagged), in order."""
-    groups: dict[str, list[str]] = {}
+    return [[line for _, line in stream] for stream in numbered_streams_of(case)]
+
+
+def numbered_streams_of(case: Case | Path) -> list[list[tuple[int, str]]]:
+    """:func:`streams_of` with each line's index in the file (where the streams interleave)."""
+    groups: dict[str, list[tuple[int, str]]] = {}
     raws = _filebeat_lines(case.read_bytes()) if isinstance(case, Path) else case.lines()
-    for raw in raws:
+    for number, raw in enumerate(raws):
         line = decode_line(raw)
         found = _TAG.match(line)
         if not (found and found["tag"]) and ("\r" in line or "\x1b" in line):  # behind what a terminal hides
             found = _TAG.match(visible(line))
         if not (found and found["tag"]):
             found = _TAG_BEHIND_PREFIX.match(line)
-        groups.setdefault(found["tag"] or "" if found else "", []).append(line)
+        groups.setdefault(found["tag"] or "" if found else "", []).append((number, line))
     return list(groups.values())
 
 
