@@ -314,18 +314,15 @@ class NativeCapture:
             self._flushed.clear()
             for fd, console in self.console_fds.items():
                 os.dup2(console, fd)
-            process = self.process
-            if process is not None and process.poll() is None:
-                self._continue_if_stopped(process.pid)
-            if process is not None and process.poll() is None and self._read_ends:
+            self._continue_if_stopped()
+            if self._running() is not None and self._read_ends:
                 try:
                     os.write(self._control, b"flush\n")
                 except OSError:
                     pass
                 else:
                     self._flushed.wait(0.1 if self.stuck() else timeout)
-            if process is not None and process.poll() is None:
-                self._continue_if_stopped(process.pid)  # a stop that was still arriving
+            self._continue_if_stopped()  # a stop that was still arriving
             self._stop_guard()
             self._report_drops()
             for fd in [self._control, *self._read_ends.values(), *self.console_fds.values()]:
@@ -334,12 +331,19 @@ class NativeCapture:
             self.console_fds.clear()
             self._control = -1
 
-    def _continue_if_stopped(self, pid: int) -> None:
+    def _running(self) -> subprocess.Popen[bytes] | None:
+        """The capture process, while it has not exited (None: never started, or gone)."""
+        process = self.process
+        return process if process is not None and process.poll() is None else None
+
+    def _continue_if_stopped(self) -> None:
         """A capture process left stopped (``kill -STOP``) when the rank ends is continued: stopped,
         it would hold the launcher's console pipes for ever, and horovodrun waits for their end
         after the rank exits (a job that never finishes). Running, it writes out and exits at EOF."""
-        if process_state(pid) != "T":
+        process = self._running()
+        if process is None or process_state(process.pid) != "T":
             return
+        pid = process.pid
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGCONT)
             self._report("warning", f"the capture process (pid {pid}) was stopped when the rank ended; continued it so the launcher's console can close",
@@ -347,9 +351,8 @@ class NativeCapture:
 
     def _continue_at_exit(self) -> None:
         """At interpreter exit without ``shutdown()``: the same, the capture staying on."""
-        process = self.process
-        if process is not None and self.console_fds and process.poll() is None:
-            self._continue_if_stopped(process.pid)
+        if self.console_fds:
+            self._continue_if_stopped()
 
     def set_rank(self, rank: int | None) -> None:
         """The process's rank changed (elastic reset): lines already written keep the old
