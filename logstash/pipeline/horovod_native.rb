@@ -124,10 +124,15 @@ def unprefixed(event, lines)
 end
 
 # The shape of the first prefix a later line shows before a line the parser knows, that the
-# first line starts with too (nil: none). Only an event whose first line has a prefix's shape.
+# first line starts with too (nil: none). Only an event whose first line has a prefix's shape
+# and is not known as it stands; only its first LATER_LINES lines after it (a block behind a
+# prefix shows a known line early: a stall report of 4,096 ranks is not searched).
+LATER_LINES = 16
+
 def later_shape(lines)
-  return nil if lines.length < 2 || !@scheduler_at.match?(lines.first.to_s, 0)
-  lines[1..].each do |line|
+  first = lines.first.to_s
+  return nil if lines.length < 2 || !@scheduler_at.match?(first, 0) || known_start?(first)
+  lines[1, LATER_LINES].each do |line|
     prefix = learned_prefix(line)
     shape = prefix && agreeing_shape(prefix, lines.first)
     return shape if shape
