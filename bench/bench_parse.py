@@ -1,5 +1,6 @@
-"""`hvdlog parse` throughput, lines per second on one core: JSON event lines and native
-DEBUG/TRACE lines (real lines from tests/corpus, repeated). One command:
+"""`hvdlog parse` throughput, lines per second on one core: JSON event lines, native
+DEBUG/TRACE lines and the consoles users posted (real lines from tests/corpus, repeated).
+One command:
 
     python bench/bench_parse.py [--lines N] [--repeat R] [--breakdown]
 
@@ -45,6 +46,12 @@ def _native_lines() -> list[bytes]:
     return lines
 
 
+def _console_lines() -> list[bytes]:
+    """Every line of the real-world corpus's consoles (launcher tags, prefixes, prints, tracebacks,
+    stall reports: what a console's lines cost, prefix learning and wrap joining included)."""
+    return [line for path in sorted((CORPUS / "realworld").glob("*/*.log")) for line in path.read_bytes().splitlines(keepends=True)]
+
+
 def _run(lines: list[bytes], path: str) -> tuple[float, float]:
     """(wall seconds, CPU seconds of this process) to parse and serialise ``lines``."""
     started, cpu = time.perf_counter(), time.process_time()
@@ -57,7 +64,7 @@ def _run(lines: list[bytes], path: str) -> tuple[float, float]:
 def main() -> None:
     """Print lines/s for each kind of input."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lines", type=int, default=300_000, help="lines per kind (JSON events, native DEBUG/TRACE) (default: %(default)s)")
+    parser.add_argument("--lines", type=int, default=300_000, help="lines per kind (JSON events, native DEBUG/TRACE, consoles) (default: %(default)s)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best is reported (default: %(default)s)")
     parser.add_argument("--breakdown", action="store_true", help="only where the time of a JSON line goes, stage by stage (ns per line)")
     args = parser.parse_args()
@@ -70,6 +77,7 @@ def main() -> None:
     for kind, sample, path in (
         ("json", _json_lines(), "bench/node1/rank-0.jsonl"),
         ("native-debug", _native_lines(), "bench/node1/rank-0.stdout.log"),
+        ("console", _console_lines(), "bench/console.log"),
     ):
         lines = (sample * (args.lines // len(sample) + 1))[: args.lines]
         runs = [_run(lines, path) for _ in range(args.repeat)]

@@ -14,6 +14,7 @@ fields is hvdlog.query.failures (docs/query.md, "Failure model").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -93,9 +94,30 @@ def _any_level_rules(path: Path = MESSAGES_FILE) -> tuple[EvidenceRule, ...]:
     return tuple(rule for rule in evidence_rules(path) if rule.any_level)
 
 
+_NAMED: Final = re.compile(r"\(\?P<\w+>")
+
+
+@cache
+def _any_level_gate(path: Path = MESSAGES_FILE) -> re.Pattern[str] | None:
+    """One regex that finds a message any any-level rule's pattern finds (captures dropped):
+    an info line -- nearly every line -- is searched once, not once per rule. None when a
+    rule has no pattern or the patterns' flags differ (each rule is then tried)."""
+    rules = _any_level_rules(path)
+    patterns = [rule.pattern.regex for rule in rules if rule.pattern is not None]
+    if len(patterns) != len(rules) or len({pattern.flags for pattern in patterns}) > 1 or any("(?P=" in p.pattern for p in patterns):
+        return None
+    return re.compile("|".join(f"(?:{_NAMED.sub('(?:', pattern.pattern)})" for pattern in patterns), patterns[0].flags) if patterns else None
+
+
 def evidence_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The evidence fields the first matching rule gives ``doc`` (empty: no evidence)."""
-    rules = evidence_rules() if get_field(doc, "log.level") in _SEVERE else _any_level_rules()
+    if get_field(doc, "log.level") in _SEVERE:
+        rules = evidence_rules()
+    else:
+        gate, message = _any_level_gate(), doc.get("message")
+        if gate is not None and isinstance(message, str) and gate.search(message) is None:
+            return {}
+        rules = _any_level_rules()
     for rule in rules:
         fields = rule.fields_of(doc)
         if fields is not None:

@@ -27,6 +27,7 @@ _OPENMPI_TAG: Final = compile_pattern("HOROVOD_OPENMPI_TAG")
 _RANK_PATH: Final = compile_pattern("HOROVOD_RANK_FILE_PATH")
 _LAYOUT_PATH: Final = compile_pattern("HOROVOD_LAYOUT_PATH")
 _PREFIXED_CORE: Final = compile_pattern("HOROVOD_PREFIXED_CORE")
+_CORE_HEADER: Final = compile_pattern("HOROVOD_CORE_HEADER").regex
 _ANSI: Final = compile_pattern("HOROVOD_ANSI_ANY").regex
 #: The launcher's console ``hvdlog run`` keeps (``<root>/<job>/launcher.log``, hvdlog/cli/run.py);
 #: no Logstash pipeline reads it, so it is not a pattern of the shared file.
@@ -93,6 +94,8 @@ def payload_start(line: str, tagged: Tagged) -> int:
 def split_prefixed(line: str) -> Tagged:
     """:func:`strip_tag`, the scheduler prefix kept in the fields (``@metadata.hvd.prefix``):
     hvdlog/parse/prefixes.py learns it for the file's other lines."""
+    if line.startswith("[") and _CORE_HEADER.match(line) is not None:
+        return Tagged(line, {})  # Horovod's own line, as a per-rank file holds it: no tag, no prefix before it
     head = line[:200]
     if ">:" in head:
         fields = _OPENMPI.match(line)

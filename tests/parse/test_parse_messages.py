@@ -61,3 +61,21 @@ def test_unreadable_table(tmp_path: Path) -> None:
     for path in (tmp_path / "nope.json", tmp_path / "bad.json"):
         with pytest.raises(PatternError, match="HVDLOG_MESSAGES"):
             load_messages(path)
+
+
+def test_the_any_level_gate_finds_what_one_of_its_rules_finds() -> None:
+    """hvdlog/parse/evidence.py searches an info line once, with the any-level rules' patterns
+    joined: on every line and every multi-line block of the real-world consoles (and the
+    rules' own evidence lines), the gate finds a message exactly when one rule's pattern does."""
+    from hvdlog.parse.evidence import _any_level_gate, _any_level_rules
+
+    gate = _any_level_gate()
+    assert gate is not None
+    realworld = Path(__file__).resolve().parents[1] / "corpus" / "realworld"
+    texts = [text for path in sorted(realworld.glob("*/*.log")) for text in path.read_text(errors="replace").split("\n\n")]
+    texts += [line for text in texts for line in text.splitlines()]
+    texts += ["Terminating remaining workers after failure of Process 3.", "  Process name: [[50371,1],0]",
+              "worker-2 has been removed from elastic job", "Process 3 exit with status code 1."]
+    found = [text for text in texts if any(rule.pattern.search(text) is not None for rule in _any_level_rules() if rule.pattern)]
+    assert len(found) >= 4
+    assert [text for text in texts if gate.search(text) is not None] == found
