@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -412,23 +412,9 @@ class TestVariants:
         kind against VARIANTS_RIGHT_THROUGH_LOGSTASH: the Python path learns a scheduler prefix
         from neighbouring lines and joins wrapped lines; Logstash reads each event alone."""
         made = list(_variant_cases(tmp_path))
-        shipped = [item for source, _, case in made for item in _shipped_variant(source, case)]
-        jsonl = {source: [(r, p) for r, p in case.files() if _jsonl(p.name)] for source, _, case in made}
-        documents = _documents_through(jruby, shipped, jsonl)
-        right: dict[str, list[str]] = {}
-        wrong: dict[str, list[str]] = {}
-        for source, kind, case in made:
-            found = check_documents(_without_time(case.config["documents"]), documents.get(source, []))
-            (wrong if found else right).setdefault(kind, []).append(source)
-            right.setdefault(kind, [])
-        print("variants' expected documents through Logstash, per kind (right/checked):")
-        for kind in sorted(right):
-            print(f"  {kind}: {len(right[kind])}/{len(right[kind]) + len(wrong.get(kind, []))}", *wrong.get(kind, []))
-        assert set(right) <= set(VARIANTS_RIGHT_THROUGH_LOGSTASH), sorted(set(right) - set(VARIANTS_RIGHT_THROUGH_LOGSTASH))
-        short = [f"{kind}: {len(right.get(kind, []))} right, floor {floor}; wrong: {' '.join(wrong.get(kind, []))}"
-                 for kind, floor in VARIANTS_RIGHT_THROUGH_LOGSTASH.items() if len(right.get(kind, [])) < floor]
-        assert not short, "\n".join(short)
-
+        documents = _variants_documents(jruby, made)
+        _hold_floors(made, lambda source, case: check_documents(_without_time(case.config["documents"]), documents.get(source, [])),
+                     VARIANTS_RIGHT_THROUGH_LOGSTASH, "expected documents")
 
     def test_variant_answers_through_logstash(self, jruby: str, tmp_path: Path) -> None:
         """Every variant's ``first-failure``, ``stalls`` and ``grep`` answers (the ones it keeps,
@@ -439,25 +425,38 @@ class TestVariants:
         The unchanged cases too. Counted per kind against VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH."""
         unchanged = [(case.id, "unchanged", case) for case in REAL_CASES if _expects(case.config, frozenset(ANSWER_ASPECTS))]
         made = [*unchanged, *_variant_cases(tmp_path, frozenset(ANSWER_ASPECTS))]
-        shipped = [item for source, _, case in made for item in _shipped_variant(source, case)]
-        jsonl = {source: [(r, p) for r, p in case.files() if _jsonl(p.name)] for source, _, case in made}
-        documents = _documents_through(jruby, shipped, jsonl)
-        right: dict[str, list[str]] = {}
-        wrong: dict[str, list[str]] = {}
-        for source, kind, case in made:
-            found = [f"{aspect}: {problem}" for aspect in ANSWER_ASPECTS if aspect in case.config
-                     for problem in check(case, aspect, answers_over(documents.get(source, []), case, aspect))]
-            (wrong if found else right).setdefault(kind, []).append(source)
-            right.setdefault(kind, [])
-            if found:
-                print(source, found[:2])
-        print("variants' answers through Logstash, per kind (right/checked):")
-        for kind in sorted(right):
-            print(f"  {kind}: {len(right[kind])}/{len(right[kind]) + len(wrong.get(kind, []))}")
-        assert set(right) <= set(VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH), sorted(set(right) - set(VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH))
-        short = [f"{kind}: {len(right.get(kind, []))} right, floor {floor}; wrong: {' '.join(wrong.get(kind, []))}"
-                 for kind, floor in VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH.items() if len(right.get(kind, [])) < floor]
-        assert not short, "\n".join(short)
+        documents = _variants_documents(jruby, made)
+
+        def problems(source: str, case: RealCase) -> list[str]:
+            return [f"{aspect}: {problem}" for aspect in ANSWER_ASPECTS if aspect in case.config
+                    for problem in check(case, aspect, answers_over(documents.get(source, []), case, aspect))]
+
+        _hold_floors(made, problems, VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH, "answers")
+
+
+def _variants_documents(jruby: str, made: list[tuple[str, str, RealCase]]) -> dict[str, list[dict[str, Any]]]:
+    """Each variant's documents from the Logstash path, all variants in one run."""
+    shipped = [item for source, _, case in made for item in _shipped_variant(source, case)]
+    jsonl = {source: [(r, p) for r, p in case.files() if _jsonl(p.name)] for source, _, case in made}
+    return _documents_through(jruby, shipped, jsonl)
+
+
+def _hold_floors(made: list[tuple[str, str, RealCase]], problems: Callable[[str, RealCase], list[str]], floors: dict[str, int],
+                 what: str) -> None:
+    """Count, per kind, the variants without a problem, print the counts and the wrong ones, and
+    hold every kind to its floor (a kind without a floor fails too)."""
+    right: dict[str, list[str]] = {}
+    wrong: dict[str, list[str]] = {}
+    for source, kind, case in made:
+        (wrong if problems(source, case) else right).setdefault(kind, []).append(source)
+        right.setdefault(kind, [])
+    print(f"variants' {what} through Logstash, per kind (right/checked):")
+    for kind in sorted(right):
+        print(f"  {kind}: {len(right[kind])}/{len(right[kind]) + len(wrong.get(kind, []))}", *wrong.get(kind, []))
+    assert set(right) <= set(floors), sorted(set(right) - set(floors))
+    short = [f"{kind}: {len(right.get(kind, []))} right, floor {floor}; wrong: {' '.join(wrong.get(kind, []))}"
+             for kind, floor in floors.items() if len(right.get(kind, [])) < floor]
+    assert not short, "\n".join(short)
 
 
 def _ruby_gsub(jruby: str, tmp_path: Path, regex: str, by: str, texts: list[str]) -> list[str]:
