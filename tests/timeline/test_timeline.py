@@ -260,7 +260,7 @@ class TestRealJobs:
             deadline = time.monotonic() + 180
             while time.monotonic() < deadline:
                 found = list((tmp_path / "killed").glob("*/horovod-timeline.json"))
-                if found and found[0].stat().st_size > 40_000:
+                if found and found[0].stat().st_size > 120_000:  # enough negotiations to name rank 1 on a loaded machine
                     break
                 time.sleep(0.5)
         finally:
