@@ -24,7 +24,7 @@ from typing import Any, Final
 from hvdlog.documents import get_field
 from hvdlog.fields import EVIDENCE_KINDS, EVIDENCE_SOURCES
 from hvdlog.parse.messages import MESSAGES_FILE, read_table
-from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
+from hvdlog.parse.patterns import CompiledPattern, PatternError, any_of, compile_pattern
 
 __all__ = ["KIND", "RANK", "SOURCE", "EvidenceRule", "classify", "evidence_fields", "evidence_rules"]
 
@@ -94,9 +94,6 @@ def _any_level_rules(path: Path = MESSAGES_FILE) -> tuple[EvidenceRule, ...]:
     return tuple(rule for rule in evidence_rules(path) if rule.any_level)
 
 
-_NAMED: Final = re.compile(r"\(\?P<\w+>")
-
-
 @cache
 def _any_level_gate(path: Path = MESSAGES_FILE) -> re.Pattern[str] | None:
     """One regex that finds a message any any-level rule's pattern finds (captures dropped):
@@ -106,7 +103,7 @@ def _any_level_gate(path: Path = MESSAGES_FILE) -> re.Pattern[str] | None:
     patterns = [rule.pattern.regex for rule in rules if rule.pattern is not None]
     if len(patterns) != len(rules) or len({pattern.flags for pattern in patterns}) > 1 or any("(?P=" in p.pattern for p in patterns):
         return None
-    return re.compile("|".join(f"(?:{_NAMED.sub('(?:', pattern.pattern)})" for pattern in patterns), patterns[0].flags) if patterns else None
+    return any_of((pattern.pattern for pattern in patterns), patterns[0].flags) if patterns else None
 
 
 def evidence_fields(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Final
 from hvdlog.parse.blocks import grammar
 from hvdlog.parse.launcher import Tagged, split_prefixed
 from hvdlog.parse.messages import load_messages
-from hvdlog.parse.patterns import compile_pattern
+from hvdlog.parse.patterns import any_of, compile_pattern
 
 __all__ = ["PrefixMemory", "known_shape", "known_start"]
 
@@ -42,7 +42,6 @@ _CORE: Final = compile_pattern("HOROVOD_CORE_LINE").regex
 _OPS: Final = compile_pattern("HOROVOD_STALL_OPS_LINE").regex
 _GRAMMAR: Final = grammar()
 _DIGITS: Final = re.compile(r"\d+")
-_NAMED: Final = re.compile(r"\(\?P<\w+>")
 _PREFIX: Final = "@metadata.hvd.prefix"
 #: a prefix is at most this long (HOROVOD_SCHEDULER_PREFIX's bound, with its blanks)
 _LONGEST: Final = 170
@@ -82,7 +81,7 @@ def _starts(*, headless: bool = True) -> re.Pattern[str]:
             shapes.append(r"\A" + re.escape(opener.contains))
         elif opener.pattern is not None:
             shapes.append(f"(?={re.escape(opener.prefix)})(?:{opener.pattern.regex.pattern})")
-    return re.compile("|".join(f"(?:{_NAMED.sub('(?:', shape)})" for shape in shapes))
+    return any_of(shapes)
 
 
 _STARTS: Final = _starts()
