@@ -32,9 +32,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_ROOT",
     "KINDS",
+    "LAUNCHER_LOG_PATH",
     "MAX_JOB_ID",
     "RankFile",
     "is_compressed_log",
+    "is_launcher_log",
     "is_log_file",
     "parse_path",
     "path_rank",
@@ -53,6 +55,10 @@ DEFAULT_ROOT: Final = "hvdlog-logs"
 KINDS: Final = {"events": "jsonl", "stdout": "stdout.log", "stderr": "stderr.log"}
 _KIND_OF_SUFFIX: Final = {suffix: kind for kind, suffix in KINDS.items()}
 _ROTATED: Final = re.compile(r"\.\d+$")
+
+#: The launcher's console ``hvdlog run`` keeps (``<root>/<job>/launcher.log``, hvdlog/cli/run.py;
+#: rotated ``.N``). Filebeat ships no console, so it is not a pattern of the shared file.
+LAUNCHER_LOG_PATH: Final = re.compile(r"(?:^|/)(?P<job>[^/]+)/launcher\.log(?:\.\d+)?$")
 
 #: Other files a directory walk takes: logs by name (console captures, rotated ones).
 _LOG_SUFFIX: Final = re.compile(r"\.(?:jsonl|log|ndjson)(?:\.\d+)?$")
@@ -195,6 +201,11 @@ def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -
 _LAYOUT_NATIVE: Final = re.compile(r"^rank-(\d+)\.(stdout|stderr)\.log(?:\.\d+)?$")
 _TREE_FILE: Final = re.compile(r"(?:^|/)rank\.(\d+)/(stdout|stderr)$")
 _P = TypeVar("_P", str, Path)
+
+
+def is_launcher_log(path: str) -> bool:
+    """Whether ``path`` is the ``<job>/launcher.log`` (or a rotation) that ``hvdlog run`` keeps."""
+    return "launcher.log" in path and LAUNCHER_LOG_PATH.search(path.replace("\\", "/")) is not None
 
 
 def without_launcher_copies(files: list[_P]) -> list[_P]:

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
+from hvdlog.layout import LAUNCHER_LOG_PATH
 from hvdlog.parse.patterns import compile_pattern
 
 __all__ = ["TagSplitter", "Tagged", "path_fields", "payload_start", "shown", "split_prefixed", "strip_tag", "visible"]
@@ -29,9 +30,6 @@ _LAYOUT_PATH: Final = compile_pattern("HOROVOD_LAYOUT_PATH")
 _PREFIXED_CORE: Final = compile_pattern("HOROVOD_PREFIXED_CORE")
 _CORE_HEADER: Final = compile_pattern("HOROVOD_CORE_HEADER").regex
 _ANSI: Final = compile_pattern("HOROVOD_ANSI_ANY").regex
-#: The launcher's console ``hvdlog run`` keeps (``<root>/<job>/launcher.log``, hvdlog/cli/run.py);
-#: no Logstash pipeline reads it, so it is not a pattern of the shared file.
-_LAUNCHER_LOG_PATH: Final = re.compile(r"(?:^|/)(?P<job>[^/]+)/launcher\.log(?:\.\d+)?$")
 _PAYLOAD: Final = "@metadata.hvd.payload"
 _PREFIX: Final = "@metadata.hvd.prefix"
 #: the regex group of an Open MPI line's payload (where the payload starts in the line as it stands)
@@ -208,7 +206,7 @@ def path_fields(path: str | None) -> dict[str, Any]:
     path = path.replace("\\", "/")
     fields = _RANK_PATH.search(path) or {}
     layout = _LAYOUT_PATH.search(path)
-    if layout is None and (launcher := _LAUNCHER_LOG_PATH.search(path)) is not None:
+    if layout is None and (launcher := LAUNCHER_LOG_PATH.search(path)) is not None:
         layout = {"job": launcher["job"]}
     fields.update(layout or {})
     return fields

@@ -26,7 +26,6 @@ import gc
 import io
 import os
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from hvdlog.documents import Document, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import path_rank, walk, without_launcher_copies
 from hvdlog.parse import parse_lines
+from hvdlog.query.copies import drop_launcher_copies
 from hvdlog.query.follow import Follower
 from hvdlog.query.prefilter import line_test
 from hvdlog.query.scan import ESCAPE, blocks, candidate_lines, finders, needles
@@ -180,8 +180,8 @@ class FileSource:
         with _no_cycle_collection():
             # (key, input index, doc): the unique index keeps the sort stable and never compares documents.
             keyed = sorted((sort_key(doc), index, doc) for index, doc in enumerate(self._matches(files, spec)))
-        docs = (doc for _, _, doc in keyed)
-        yield from deque(docs, maxlen=last) if last is not None else docs
+        docs = drop_launcher_copies([doc for _, _, doc in keyed])
+        yield from docs[max(len(docs) - last, 0) :] if last is not None else docs
 
     def follow(self, spec: Filter, interval: float = 1.0, *, from_start: bool = False, wait: bool = False) -> Iterator[Document]:
         """Lines appended from now on (new files included), parsed and filtered, batch by batch.

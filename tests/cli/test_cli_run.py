@@ -85,6 +85,10 @@ class TestRun:
         docs = list(FileSource([tmp_path / "j" / "launcher.log"]).search(Filter()))
         assert docs and {doc.get("job") for doc in docs} == {"j"}
         assert {doc.get("rank") for doc in docs if "Horovod initialized" in doc["message"]} == {0, 1}
+        # the whole job: the console beside the ranks' own files, each rank's line once (hvdlog/query/copies.py)
+        whole = list(FileSource([tmp_path / "j"]).search(Filter()))
+        said = [(doc.get("rank"), doc["message"]) for doc in whole if doc["message"] in ("Horovod initialized", "hello")]
+        assert sorted(said, key=str) == [(0, "Horovod initialized"), (0, "hello"), (1, "Horovod initialized"), (1, "hello")], said
 
     @pytest.mark.skipif(subprocess.run(["which", "horovodrun"], capture_output=True, check=False).returncode != 0, reason="needs horovodrun")
     def test_real_autotune(self, tmp_path: Path) -> None:

@@ -237,6 +237,20 @@ class TestPaths:
         assert not any(_matches(layout.rank_file(tmp_path, "job-1", "node2", 0, k), c, env) for k in expected for c in INPUTS.values())
         assert not any(_matches(tmp_path / "job-1" / "node1" / "notes.txt", c, env) for c in INPUTS.values())
 
+    def test_no_console_is_shipped(self, tmp_path: Path) -> None:
+        """No input reads a console: not the launcher's (``<job>/launcher.log`` of ``hvdlog run``,
+        which repeats every rank's lines outside elastic jobs and which no node owns on a shared
+        filesystem), not horovodrun's ``--output-filename`` tree, not a scheduler's output file
+        put beside the ranks'. Every native line Logstash gets went from a rank's pipe to its
+        capture with no terminal between, so a terminal's wraps (hvdlog parse joins them back in
+        a console, hvdlog/parse/wraps.py) never reach it: test_logstash_ruby_filter.py's
+        ``VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH`` counts the wrap variants without requiring them."""
+        env = _env(tmp_path, "node1")
+        job, node = tmp_path / "job-1", tmp_path / "job-1" / "node1"
+        consoles = [job / "launcher.log", job / "launcher.log.1", node / "launcher.log", node / "rank.0" / "stderr",
+                    node / "rank.00" / "stdout", node / "slurm-1234.out", node / "console.log", node / "rank-0.log"]
+        assert not [(path.name, name) for path in consoles for name, config in INPUTS.items() if _matches(path, config, env)]
+
     def test_real_files(self, rank_root: tuple[Path, str]) -> None:
         """Every file hvdlog wrote on this node is read once; the dissect gives parse_path's answer."""
         root, host = rank_root

@@ -98,9 +98,11 @@ VARIANTS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
 #: The answers the variants' documents are checked for, through Logstash too.
 ANSWER_ASPECTS: tuple[str, ...] = ("first_failure", "stalls", "grep_error", "grep_rank")
 #: Per variant kind (and the unchanged cases), how many variants' answers are right from the
-#: Logstash path's documents (a floor: it may only go up). A terminal's wraps are joined back
-#: only where the whole file is read (hvdlog/parse/wraps.py reads the width from it); Filebeat
-#: ships hvdlog's per-rank files, which no terminal wrapped.
+#: Logstash path's documents (a floor: it may only go up). Every kind is whole but ``wrap``: a
+#: terminal's wraps are joined back only where the whole console is read (hvdlog/parse/wraps.py
+#: learns the width from it), and no file Filebeat reads went through a terminal (it ships the
+#: ranks' own captures, never a console: test_filebeat.py ``test_no_console_is_shipped``). The
+#: wrap variants are counted here so a change that breaks more of them shows.
 VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
     "unchanged": 102, "ansi": 92, "crlf": 102, "cut-first": 69, "cut-last": 68, "interleaved": 28, "output-copy": 4,
     "prefix-ci": 92, "prefix-compose": 92, "prefix-determined": 92, "prefix-kubectl-prefix": 92, "prefix-kubectl-timestamps": 92,

@@ -1,0 +1,97 @@
+"""The launcher's console read beside the ranks' own files: each line of a rank once.
+
+``hvdlog run`` keeps horovodrun's console in ``<job>/launcher.log``. Outside elastic jobs it
+holds every worker's output again, tagged ``[r]<stream>:``: the native lines rank r's capture
+also wrote to ``rank-r.stdout|stderr.log``, and hvdlog's console echo of each of its events
+(``HH:MM:SS.mmm LEVEL    [rank r step s] message``), which ``rank-r.jsonl`` holds. Read as one
+job, every line of a rank counted twice: ``grep --rank 0`` showed ``Horovod initialized`` twice
+and each event once more as its echo.
+
+A tagged document of a launcher log is a copy when the same job's rank has a document of its
+own files saying the same within :data:`COPY_WINDOW_S` (the console gets it later, through
+horovodrun). Each of those documents pairs with one copy, so a line printed twice stays twice.
+What only the console holds stays: a rank that never started hvdlog, what a rank printed before
+its capture began, the shell's ``Terminated`` after a SIGTERM. The launcher's own lines (no
+tag) are never copies.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Hashable
+from typing import Final
+
+from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.layout import is_launcher_log
+
+__all__ = ["COPY_WINDOW_S", "drop_launcher_copies"]
+
+#: How far apart (s) a rank's own document and the console's copy may be (arrival times: the
+#: copy passes the launcher, a loaded node delays it).
+COPY_WINDOW_S: Final = 30.0
+#: hvdlog's console echo of an event (hvdlog/runtime/config.py ``_console_sink``): its message.
+_ECHO: Final = re.compile(r"\d\d:\d\d:\d\d\.\d{3} [A-Z]+ *\[rank (?:\d+|-)(?: step -?\d+)?\] (?P<message>.*)", re.DOTALL)
+
+_Key = tuple[Hashable, ...]
+
+
+def _said(doc: Document) -> str:
+    message = doc.get("message")
+    return message if isinstance(message, str) else ""
+
+
+def _rank(doc: Document) -> int | None:
+    rank = doc.get("rank")
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+
+def _copy_key(doc: Document) -> _Key | None:
+    """(job, rank, message) of a rank's tagged line in a launcher log; None for anything else."""
+    rank = _rank(doc)
+    path = get_field(doc, "log.file.path")
+    if rank is None or not isinstance(path, str) or not is_launcher_log(path) or get_field(doc, "horovod.launcher.format") is None:
+        return None
+    said = _said(doc)
+    echo = _ECHO.fullmatch(said)
+    return job_of(doc), rank, echo["message"] if echo else said
+
+
+def drop_launcher_copies(docs: list[Document], window: float = COPY_WINDOW_S) -> list[Document]:
+    """``docs`` (sorted) without the launcher log's copies of what the ranks' own files say."""
+    copies = {index: key for index, doc in enumerate(docs) if (key := _copy_key(doc)) is not None}
+    if not copies:
+        return docs
+    wanted = set(copies.values())
+    originals: dict[_Key, list[int]] = {}  # key -> times (ms; untimed as -1) of the ranks' own documents
+    for doc in docs:
+        rank = _rank(doc)
+        if rank is None or is_launcher_log(str(get_field(doc, "log.file.path") or "")):
+            continue
+        key = (job_of(doc), rank, _said(doc))
+        if key in wanted:
+            originals.setdefault(key, []).append(_millis(doc))
+    window_ms = int(window * 1000)
+    dropped = {index for index, key in copies.items() if _pair(originals.get(key), _millis(docs[index]), window_ms)}
+    return [doc for index, doc in enumerate(docs) if index not in dropped] if dropped else docs
+
+
+def _millis(doc: Document) -> int:
+    millis = timestamp_millis(doc.get("@timestamp"))
+    return -1 if millis is None else millis
+
+
+def _pair(times: list[int] | None, at: int, window_ms: int) -> bool:
+    """Take the original nearest ``at`` within the window (any, where either has no time) out of
+    ``times`` (sorted: the documents came in time order); whether there was one."""
+    if not times:
+        return False
+    if at < 0 or times[0] < 0:
+        times.pop(0)
+        return True
+    index = bisect.bisect_left(times, at)
+    nearest = min((i for i in (index - 1, index) if 0 <= i < len(times)), key=lambda i: abs(times[i] - at))
+    if abs(times[nearest] - at) > window_ms:
+        return False
+    times.pop(nearest)
+    return True
