@@ -36,7 +36,7 @@ import click
 
 from hvdlog import layout
 
-__all__ = ["LAUNCHER_LOG", "is_elastic_launch", "launcher_command", "run"]
+__all__ = ["LAUNCHER_LOG", "WORKER_LINE", "is_elastic_launch", "launcher_command", "run"]
 
 #: The launcher's console in the job's folder (``<root>/<job>/launcher.log``).
 LAUNCHER_LOG: Final = "launcher.log"
@@ -62,8 +62,10 @@ def launcher_command(command: Sequence[str], job_dir: Path) -> list[str]:
     return [command[0], *added, *command[1:]]
 
 
-#: A worker's line on horovodrun's console (Gloo's tag), matched right after the arrival time.
-_WORKER_LINE: Final = re.compile(rb"\[\d+\]<std(?:out|err)>:")
+#: A worker's line on horovodrun's console (Gloo's tag, or Open MPI's ``[1,0]<stderr>:``), matched
+#: right after the arrival time. Elastic jobs keep these out of launcher.log; Filebeat's
+#: hvdlog-launcher input leaves them out (shipper/filebeat.yml, checked against this rule).
+WORKER_LINE: Final = re.compile(rb"\[\d+(?:,\d+)?\]<std(?:out|err)>:")
 
 
 def is_elastic_launch(command: Sequence[str]) -> bool:
@@ -102,7 +104,7 @@ class _Tee:
 
     def _write(self, lines: list[bytes]) -> None:
         if self.skip_workers:
-            lines = [line for line in lines if not _WORKER_LINE.match(line, _ARRIVAL_LENGTH)]
+            lines = [line for line in lines if not WORKER_LINE.match(line, _ARRIVAL_LENGTH)]
         if lines:
             with self.lock:
                 try:

@@ -113,14 +113,15 @@ def _tool(variable: str, script: str) -> str:
 @pytest.fixture(name="rank_root", scope="module")
 def fixture_rank_root(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """Per-rank files from a real 2-rank Gloo horovodrun job through hvdlog (DEBUG, rank 1
-    dies with a traceback), plus the recorded MPI stall captures moved onto this node."""
+    dies with a traceback) and ``hvdlog run`` (the launcher's console in ``gloo-crash/launcher.log``),
+    plus the recorded MPI stall captures moved onto this node."""
     root = tmp_path_factory.mktemp("hvdlog-root")
     env = {**os.environ, "HVDLOG_ROOT": str(root), "HVDLOG_JOB": "gloo-crash", "HOROVOD_LOG_LEVEL": "debug", "JOB_CRASH": "1"}
-    result = subprocess.run(
-        ["horovodrun", "-np", "2", "--gloo", "python", str(SHIPPING / "rank_job.py")],
+    result = subprocess.run(  # through hvdlog run: the job's folder gets the launcher's console too
+        [sys.executable, "-m", "hvdlog", "run", "--", "horovodrun", "-np", "2", "--gloo", "python", str(SHIPPING / "rank_job.py")],
         env=env, capture_output=True, text=True, timeout=180, check=False,
     )
-    hosts = [p.name for p in (root / "gloo-crash").iterdir()] if (root / "gloo-crash").exists() else []
+    hosts = [p.name for p in (root / "gloo-crash").iterdir() if p.is_dir()] if (root / "gloo-crash").exists() else []
     assert len(hosts) == 1, f"horovodrun wrote no per-rank files (exit {result.returncode}):\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
     assert result.returncode != 0, "rank 1 was meant to fail"
     host = hosts[0]
@@ -151,8 +152,16 @@ def _path_fields(input_config: dict[str, Any], path: Path, env: dict[str, str]) 
 
 
 def _matches(path: Path, input_config: dict[str, Any], env: dict[str, str]) -> bool:
-    """Filebeat's glob semantics: `*` stays within one path segment (Go filepath.Match)."""
+    """Whether the input, enabled under ``env``, reads ``path``: Filebeat's glob semantics, `*`
+    stays within one path segment (Go filepath.Match)."""
+    if expand(str(input_config.get("enabled", "true")), env).lower() != "true":
+        return False
     return any(PurePosixPath(path).match(expand(pattern, env)) for pattern in input_config["paths"])
+
+
+def _excluded(input_config: dict[str, Any], event: str) -> bool:
+    """Whether the input's ``exclude_lines`` leave a joined event out (they see the event whole)."""
+    return any(re.search(pattern, event) for pattern in input_config.get("exclude_lines", ()))
 
 
 # --- configuration ------------------------------------------------------------------------
@@ -162,8 +171,8 @@ class TestConfig:
     """The inputs of shipper/filebeat.yml."""
 
     def test_inputs(self) -> None:
-        """Three filestream inputs with distinct, stable ids; TLS output load-balanced over hosts."""
-        assert [i["id"] for i in CONFIG["filebeat.inputs"]] == ["hvdlog-events", "hvdlog-native", "hvdlog-timeline"]
+        """Four filestream inputs with distinct, stable ids; TLS output load-balanced over hosts."""
+        assert [i["id"] for i in CONFIG["filebeat.inputs"]] == ["hvdlog-events", "hvdlog-native", "hvdlog-launcher", "hvdlog-timeline"]
         assert all(i["type"] == "filestream" for i in CONFIG["filebeat.inputs"])
         output = CONFIG["output.logstash"]
         assert output["loadbalance"] is True and output["ssl.enabled"] is True
@@ -174,7 +183,10 @@ class TestConfig:
         """No input forgets offsets when files vanish for a moment; clean_inactive is consistent."""
         for config in INPUTS.values():
             assert config["clean_removed"] is False and config["close.on_state_change.removed"] is False
-            assert all("${NODE_NAME}" in p for p in config["paths"]), "each node must read only its own directory"
+            if config["id"] == "hvdlog-launcher":  # a job's folder, no node's: off unless this node is told to ship it
+                assert config["enabled"] == "${HVDLOG_SHIP_LAUNCHER:false}"
+            else:
+                assert all("${NODE_NAME}" in p for p in config["paths"]), "each node must read only its own directory"
             hours = {k: int(str(config[k]).rstrip("h")) for k in ("ignore_older", "clean_inactive")}
             assert hours["clean_inactive"] > hours["ignore_older"]
 
@@ -237,19 +249,43 @@ class TestPaths:
         assert not any(_matches(layout.rank_file(tmp_path, "job-1", "node2", 0, k), c, env) for k in expected for c in INPUTS.values())
         assert not any(_matches(tmp_path / "job-1" / "node1" / "notes.txt", c, env) for c in INPUTS.values())
 
-    def test_no_console_is_shipped(self, tmp_path: Path) -> None:
-        """No input reads a console: not the launcher's (``<job>/launcher.log`` of ``hvdlog run``,
-        which repeats every rank's lines outside elastic jobs and which no node owns on a shared
-        filesystem), not horovodrun's ``--output-filename`` tree, not a scheduler's output file
-        put beside the ranks'. Every native line Logstash gets went from a rank's pipe to its
-        capture with no terminal between, so a terminal's wraps (hvdlog parse joins them back in
-        a console, hvdlog/parse/wraps.py) never reach it: test_logstash_ruby_filter.py's
-        ``VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH`` counts the wrap variants without requiring them."""
-        env = _env(tmp_path, "node1")
+    def test_consoles_shipped(self, tmp_path: Path) -> None:
+        """The only console an input reads is the launcher's that ``hvdlog run`` keeps
+        (``<job>/launcher.log``), and only where HVDLOG_SHIP_LAUNCHER=true; never horovodrun's
+        ``--output-filename`` tree or a scheduler's output file put beside the ranks'. That
+        console, like the ranks' captures, is written from a pipe with no terminal between, so a
+        terminal's wraps (hvdlog parse joins them back in a console, hvdlog/parse/wraps.py) never
+        reach Logstash: test_logstash_ruby_filter.py's ``VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH``
+        counts the wrap variants without requiring them."""
         job, node = tmp_path / "job-1", tmp_path / "job-1" / "node1"
-        consoles = [job / "launcher.log", job / "launcher.log.1", node / "launcher.log", node / "rank.0" / "stderr",
-                    node / "rank.00" / "stdout", node / "slurm-1234.out", node / "console.log", node / "rank-0.log"]
-        assert not [(path.name, name) for path in consoles for name, config in INPUTS.items() if _matches(path, config, env)]
+        others = [node / "launcher.log", node / "rank.0" / "stderr", node / "rank.00" / "stdout", node / "slurm-1234.out",
+                  node / "console.log", node / "rank-0.log", job / "slurm-1234.out"]
+        for ship, readers in (({}, []), ({"HVDLOG_SHIP_LAUNCHER": "true"}, ["hvdlog-launcher"])):
+            env = {**_env(tmp_path, "node1"), **ship}
+            assert [name for name, config in INPUTS.items() if _matches(job / "launcher.log", config, env)] == readers
+            assert not [(path.name, name) for path in others for name, config in INPUTS.items() if _matches(path, config, env)]
+
+    def test_launcher_input_leaves_the_workers_lines_out(self) -> None:
+        """hvdlog-launcher's ``exclude_lines`` is ``hvdlog run``'s own rule for a worker's line
+        (:data:`hvdlog.cli.run.WORKER_LINE` after the arrival time), in Python and in Go's RE2:
+        Gloo's and Open MPI's tags go, the launcher's own lines (and a tag-like text further in) stay."""
+        from hvdlog.cli.run import WORKER_LINE
+
+        (pattern,) = INPUTS["hvdlog-launcher"]["exclude_lines"]
+        at = "2026-12-05T07:38:46.381819Z "
+        payloads = ["[1]<stdout>:[2026-12-05 07:38:46.381292: I operations.cc:689] [1]: Horovod initialized", "[0]<stderr>:Terminated",
+                    "[1,0]<stderr>:Traceback (most recent call last):", "[12,3]<stdout>:", "Process 1 exit with status code 137.",
+                    "Terminating remaining workers after failure of Process 1.", "INFO:root:reset workers: 2", "[1] <stdout>: spaced",
+                    "Process name: 1", "RuntimeError: [1]<stderr>: inside", "[1]<stdin>: no", " [1]<stderr>: indented"]
+        samples = [at + payload for payload in payloads] + ["[1]<stderr>:no arrival time"]
+        python = [bool(re.search(pattern, sample)) for sample in samples]
+        assert python == [bool(WORKER_LINE.match(sample.encode(), len(at))) and sample.startswith(at) for sample in samples]
+        assert python[:4] == [True] * 4 and not any(python[4:])
+        go = shutil.which("go") or pytest.fail("Go is needed to check the pattern with RE2")
+        result = subprocess.run([go, "run", str(SHIPPING / "re2match.go"), pattern], input="".join(json.dumps(s) + "\n" for s in samples),
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+        assert [answer == "1" for answer in result.stdout.split()] == python
 
     def test_real_files(self, rank_root: tuple[Path, str]) -> None:
         """Every file hvdlog wrote on this node is read once; the dissect gives parse_path's answer."""
@@ -352,12 +388,14 @@ class TestMultiline:
 # --- a real Filebeat --------------------------------------------------------------------------
 
 
-def _run_filebeat(root: Path, host: str, out: Path, expected: int, *, patience: float = 180) -> list[dict[str, Any]]:
+def _run_filebeat(root: Path, host: str, out: Path, expected: int, *, patience: float = 180,
+                  settings: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Run Filebeat with shipper/filebeat.yml (output switched to a file) until it has written
     ``expected`` events, or ``patience`` seconds have passed (a file's last events wait out the
-    three multiline timeouts, 5 + 10 + 15 s, after Filebeat's own start on a loaded machine)."""
+    three multiline timeouts, 5 + 10 + 15 s, after Filebeat's own start on a loaded machine);
+    ``settings``: more of the environment the configuration reads."""
     binary = _tool("HVDLOG_FILEBEAT", "install-filebeat.sh")
-    env = {**os.environ, **_env(root, host)}
+    env = {**os.environ, **_env(root, host), **(settings or {})}
     command = [
         binary, "-e", "-c", str(FILEBEAT_YML), "--strict.perms=false",
         "--path.home", str(out), "--path.data", str(out / "data"), "--path.logs", str(out / "logs"),
@@ -420,6 +458,30 @@ class TestRealFilebeat:
                    for e in tracebacks)
         assert sum("Missing ranks:" in e["message"] for e in events) >= 3
 
+
+    def test_ships_the_launchers_own_lines(self, rank_root: tuple[Path, str], tmp_path: Path) -> None:
+        """With HVDLOG_SHIP_LAUNCHER=true the job's launcher.log goes too: the events the emulation
+        joins, less those a worker's tagged line starts (its capture ships it), with the job from
+        the path and no rank (the ruby filter reads the rank a line is about); horovodrun's
+        verdict on rank 1 is among them. (test_ships_rank_files ships the same root without the
+        setting: nothing of launcher.log.)"""
+        from hvdlog.cli.run import WORKER_LINE
+
+        root, host = rank_root
+        launcher = root / "gloo-crash" / "launcher.log"
+        text = launcher.read_text()
+        joined = join_lines(text, NATIVE_PARSERS)
+        kept = [event for event in joined if not _excluded(INPUTS["hvdlog-launcher"], event)]
+        assert len(kept) < len(joined), "the real job's console had no worker line to leave out"
+        mine = sorted(p for p in root.rglob("rank-*") if p.parent.name == host)
+        theirs = sum(len(p.read_text().splitlines()) if p.suffix == ".jsonl" else len(join_lines(p.read_text(), NATIVE_PARSERS)) for p in mine)
+        events = _run_filebeat(root, host, tmp_path, theirs + len(kept), settings={"HVDLOG_SHIP_LAUNCHER": "true"})
+        shipped = sorted((e for e in events if e["log"]["file"]["path"] == str(launcher)), key=lambda e: e["log"]["offset"])
+        assert [e["message"] for e in shipped] == kept
+        assert len(events) == theirs + len(kept)
+        assert all(e["job"] == "gloo-crash" and e["tags"] == ["hvdlog_native"] and "rank" not in e for e in shipped)
+        assert not any(WORKER_LINE.match(e["message"].encode(), len("2026-12-05T07:38:46.381819Z ")) for e in shipped)
+        assert any("Process 1 exit with status code" in e["message"] for e in shipped), [e["message"][:80] for e in shipped]
 
     def test_ships_what_terminals_and_schedulers_add(self, tmp_path: Path) -> None:
         """Real-world consoles coloured, glued to tqdm's progress and behind prefixes no list

@@ -390,6 +390,70 @@ class TestSameDocumentsAsHvdlogParse:
             (prefix + "epoch 3 done", None, None, None), ("Process 2 exit with status code 250.", 2, 250, None)]
 
 
+#: A real job where the kernel-style SIGKILL leaves rank 1 no line of its own about it: only
+#: horovodrun's console says ``Process 1 exit with status code 137.``
+_KILLED_RANK = (
+    "import os, signal, time, torch, hvdlog, horovod.torch as hvd\n"
+    "hvdlog.configure(stall_after=None)\nhvd.init()\nhvdlog.get_logger().info('started')\n"
+    "if hvd.rank() == 1:\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+    "hvd.allreduce(torch.ones(1), name='grad')\ntime.sleep(60)\n"
+)
+
+
+class TestLauncherConsole:
+    def test_a_killed_rank_is_named_from_the_launchers_lines(self, jruby: str, tmp_path: Path) -> None:
+        """A real ``hvdlog run -- horovodrun --gloo -np 2`` job whose rank 1 is SIGKILLed: what
+        Filebeat ships of it with HVDLOG_SHIP_LAUNCHER=true (the ranks' files, and launcher.log
+        without the workers' lines: shipper/filebeat.yml's own ``exclude_lines``), through the
+        conf's groks and the ruby filter, gives ``first-failure``'s answer on the files: rank 1,
+        by its exit status per horovodrun. Without the launcher's lines no document says it (the
+        model can only infer rank 1 as the one rank that left no evidence, "likely")."""
+        import os
+        import sys
+
+        import yaml
+
+        from hvdlog.documents import sort_key
+        from hvdlog.query.failures import find_first_failure
+        from hvdlog.query.files import FileSource
+        from hvdlog.query.spec import Filter
+
+        env = {key: value for key, value in os.environ.items() if key not in ("HVDLOG_JOB", "HVDLOG_ROOT")}
+        done = subprocess.run([sys.executable, "-m", "hvdlog", "run", "--root", str(tmp_path), "--job", "killed", "--",
+                               "horovodrun", "--gloo", "-np", "2", sys.executable, "-c", _KILLED_RANK],
+                              capture_output=True, text=True, timeout=240, check=False, env=env)
+        assert done.returncode != 0, done.stderr[-2000:]
+        inputs = {item["id"]: item for item in yaml.safe_load((ROOT / "shipper" / "filebeat.yml").read_text())["filebeat.inputs"]}
+        (leave_out,) = inputs["hvdlog-launcher"]["exclude_lines"]
+        shipped, jsonl = [], []
+        files = sorted(path for path in (tmp_path / "killed").rglob("*") if path.is_file())
+        for order, path in enumerate(files):
+            relative = str(path.relative_to(tmp_path))
+            if _jsonl(path.name):
+                jsonl.append((relative, path))
+                continue
+            first = 0
+            for text in events_of(path.read_text().splitlines()):
+                if not (path.name == "launcher.log" and re.search(leave_out, text)):
+                    shipped.append(Shipped("killed", relative, text, [], (order, first)))
+                first += text.count("\n") + 1
+        documents = _documents_through(jruby, shipped, {"killed": jsonl})["killed"]
+
+        def reports(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            def search(spec: Filter, last: int | None = None) -> list[dict[str, Any]]:
+                return sorted((doc for doc in docs if spec.matches(doc)), key=sort_key)
+
+            return [report.to_json() for report in find_first_failure(search, Filter())]
+
+        on_files = [report.to_json() for report in find_first_failure(FileSource([tmp_path / "killed"]).search, Filter())]
+        through = reports(documents)
+        assert [report["blamed_ranks"] for report in on_files] == [[1]], on_files
+        assert [report["blamed_ranks"] for report in through] == [[1]], through
+        assert "137" in through[0]["reasoning"] and "horovodrun" in through[0]["reasoning"], through[0]["reasoning"]
+        without = [doc for doc in documents if "launcher.log" not in str(doc.get("log", {}).get("file", {}).get("path", doc.get("log.file.path")))]
+        assert not any("status code 137" in str(doc.get("message")) for doc in without)
+
+
 class TestRealWorld:
     def test_expected_documents_through_logstash(self, jruby: str) -> None:
         """The real-world cases' expected documents (tests/corpus/realworld), from the Logstash
