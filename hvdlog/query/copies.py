@@ -63,12 +63,13 @@ def drop_launcher_copies(docs: list[Document], window: float = COPY_WINDOW_S) ->
     if not copies:
         return docs
     wanted = set(copies.values())
+    messages = {key[2] for key in wanted}
     originals: dict[_Key, list[int]] = {}  # key -> times (ms; untimed as -1) of the ranks' own documents
     for doc in docs:
-        rank = _rank(doc)
-        if rank is None or is_launcher_log(str(get_field(doc, "log.file.path") or "")):
-            continue
-        key = (job_of(doc), rank, _said(doc))
+        said = _said(doc)
+        if said not in messages or (rank := _rank(doc)) is None or is_launcher_log(str(get_field(doc, "log.file.path") or "")):
+            continue  # the message test first: most documents say nothing the console repeated
+        key = (job_of(doc), rank, said)
         if key in wanted:
             originals.setdefault(key, []).append(_millis(doc))
     window_ms = int(window * 1000)

@@ -33,7 +33,7 @@ from typing import Final
 
 from hvdlog.documents import Document, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
-from hvdlog.layout import path_rank, walk, without_launcher_copies
+from hvdlog.layout import is_launcher_log, path_rank, walk, without_launcher_copies
 from hvdlog.parse import parse_lines
 from hvdlog.query.copies import drop_launcher_copies
 from hvdlog.query.follow import Follower
@@ -180,7 +180,9 @@ class FileSource:
         with _no_cycle_collection():
             # (key, input index, doc): the unique index keeps the sort stable and never compares documents.
             keyed = sorted((sort_key(doc), index, doc) for index, doc in enumerate(self._matches(files, spec)))
-        docs = drop_launcher_copies([doc for _, _, doc in keyed])
+        docs = [doc for _, _, doc in keyed]
+        if any(is_launcher_log(str(path)) for path in files):  # hvdlog run's console among them: read its copies once
+            docs = drop_launcher_copies(docs)
         yield from docs[max(len(docs) - last, 0) :] if last is not None else docs
 
     def follow(self, spec: Filter, interval: float = 1.0, *, from_start: bool = False, wait: bool = False) -> Iterator[Document]:
