@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections import deque
 from collections.abc import Hashable
 from typing import Final
 
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
 from hvdlog.layout import is_launcher_log
 
-__all__ = ["COPY_WINDOW_S", "drop_launcher_copies"]
+__all__ = ["COPY_WINDOW_S", "FollowedCopies", "drop_launcher_copies"]
 
 #: How far apart (s) a rank's own document and the console's copy may be (arrival times: the
 #: copy passes the launcher, a loaded node delays it).
@@ -75,6 +76,49 @@ def drop_launcher_copies(docs: list[Document], window: float = COPY_WINDOW_S) ->
     window_ms = int(window * 1000)
     dropped = {index for index, key in copies.items() if _pair(originals.get(key), _millis(docs[index]), window_ms)}
     return [doc for index, doc in enumerate(docs) if index not in dropped] if dropped else docs
+
+
+class FollowedCopies:
+    """:func:`drop_launcher_copies` for followed files, batch by batch (``grep -f``): the ranks'
+    own documents of the last ``window`` seconds are remembered, since the console's copy, which
+    passes through the launcher, often arrives a poll after the rank's own line. A copy that
+    arrives a poll *before* its original is shown (it cannot be known for one yet)."""
+
+    def __init__(self, window: float = COPY_WINDOW_S) -> None:
+        #: Whether a launcher log is among the followed files (until then nothing is remembered).
+        self.active = False
+        self._window_ms = int(window * 1000)
+        self._originals: dict[_Key, list[int]] = {}
+        self._seen: deque[tuple[int, _Key]] = deque()  # (time, key) in arrival order, to forget them
+
+    def batch(self, docs: list[Document]) -> list[Document]:
+        """One poll's documents (sorted) without the copies of what the ranks' own files said
+        (in this poll, in either order, or in the polls of the last window)."""
+        if not self.active:
+            return docs
+        copies, newest = {}, -1
+        for index, doc in enumerate(docs):
+            at = _millis(doc)
+            newest = max(newest, at)
+            if (key := _copy_key(doc)) is not None:
+                copies[index] = (key, at)
+            elif at >= 0 and (rank := _rank(doc)) is not None and not is_launcher_log(str(get_field(doc, "log.file.path") or "")):
+                key = (job_of(doc), rank, _said(doc))
+                bisect.insort(self._originals.setdefault(key, []), at)
+                self._seen.append((at, key))
+        dropped = {index for index, (key, at) in copies.items() if _pair(self._originals.get(key), at, self._window_ms)}
+        self._forget(newest - self._window_ms)
+        return [doc for index, doc in enumerate(docs) if index not in dropped] if dropped else docs
+
+    def _forget(self, before: int) -> None:
+        """Drop the remembered documents older than ``before`` (ms), and what was paired already."""
+        while self._seen and self._seen[0][0] < before:
+            at, key = self._seen.popleft()
+            times = self._originals.get(key)
+            if times and at in times:
+                times.remove(at)
+            if not times:
+                self._originals.pop(key, None)
 
 
 def _millis(doc: Document) -> int:

@@ -35,7 +35,7 @@ from hvdlog.documents import Document, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import is_launcher_log, path_rank, walk, without_launcher_copies
 from hvdlog.parse import parse_lines
-from hvdlog.query.copies import drop_launcher_copies
+from hvdlog.query.copies import FollowedCopies, drop_launcher_copies
 from hvdlog.query.follow import Follower
 from hvdlog.query.prefilter import line_test
 from hvdlog.query.scan import ESCAPE, blocks, candidate_lines, finders, needles
@@ -203,6 +203,8 @@ class FileSource:
             self._files(spec)  # no file at all is an error now, not a silent wait
         named = [Path(f"{path}.1") for path in self.paths if not Path(path).is_dir()]
         follower = Follower(files, self.warn, lambda: named)
+        copies = FollowedCopies()  # hvdlog run's console repeats the ranks' lines: each once
+        copies.active = any(is_launcher_log(str(path)) for path in files())
         if not from_start:
             follower.start()
         try:
@@ -210,8 +212,9 @@ class FileSource:
                 time.sleep(interval)
                 batch: list[Document] = []
                 for path, lines in follower.poll():
+                    copies.active = copies.active or is_launcher_log(str(path))
                     batch.extend(d for d in parse_lines(lines, path=str(path), timezone=self.timezone) if spec.matches(d))
-                yield from sorted(batch, key=sort_key)
+                yield from copies.batch(sorted(batch, key=sort_key))
         finally:
             follower.close()
 

@@ -54,6 +54,14 @@ def _job(root: Path, *, console_extra: list[str] = (), rank_files: tuple[int, ..
     return job
 
 
+#: What the job of :func:`_job` says, each line once.
+ONCE = Counter({
+    (0, "Horovod initialized"): 1, (1, "Horovod initialized"): 1, (0, "hello"): 1, (0, "received SIGTERM: terminating"): 1,
+    (1, RAISED): 1, (0, "Terminated"): 1, (1, "Process 1 exit with status code 1."): 1,
+    (None, "Terminating remaining workers after failure of Process 1."): 1, (0, "Process 0 exit with status code 143."): 1,
+})
+
+
 def _said(docs: list[dict]) -> Counter[tuple[object, str]]:
     return Counter((doc.get("rank"), doc["message"]) for doc in docs)
 
@@ -63,11 +71,7 @@ def test_each_line_of_a_rank_once(tmp_path: Path) -> None:
     capture, the events from its events file; the console's copies and echoes go; what only
     the console says (the launcher's lines, the shell's ``Terminated``) stays."""
     said = _said(list(FileSource([_job(tmp_path)]).search(Filter())))
-    assert said == Counter({
-        (0, "Horovod initialized"): 1, (1, "Horovod initialized"): 1, (0, "hello"): 1, (0, "received SIGTERM: terminating"): 1,
-        (1, RAISED): 1, (0, "Terminated"): 1, (1, "Process 1 exit with status code 1."): 1,
-        (None, "Terminating remaining workers after failure of Process 1."): 1, (0, "Process 0 exit with status code 143."): 1,
-    }), said
+    assert said == ONCE, said
 
 
 def test_the_copy_without_the_original_file_stays(tmp_path: Path) -> None:
@@ -100,3 +104,19 @@ def test_nothing_to_pair_is_left_as_it_is() -> None:
     """Documents of no launcher log come back as the same list, untouched."""
     docs = [{"message": "x", "rank": 0, "log.file.path": "j/vm/rank-0.stderr.log", "horovod.launcher.format": "gloo"}]
     assert drop_launcher_copies(docs) is docs
+
+
+def test_followed_each_line_once(tmp_path: Path) -> None:
+    """``grep -f``'s reading (:meth:`FileSource.follow`): the job from its start, each line once;
+    then a rank's line whose console copy comes a poll later (it passes through horovodrun):
+    the copy is left out, the launcher's next line is not."""
+    job = _job(tmp_path)
+    stream = FileSource([job]).follow(Filter(), interval=0.05, from_start=True)
+    assert _said([next(stream) for _ in range(sum(ONCE.values()))]) == ONCE
+    line = "[2026-12-05 07:38:50.000001: I /src/horovod/common/operations.cc:1] [0]: late line"
+    with open(job / "vm" / "rank-0.stdout.log", "a", encoding="utf-8") as rank_file:
+        rank_file.write(line + "\n")
+    assert next(stream)["message"] == "late line"
+    with open(job / "launcher.log", "a", encoding="utf-8") as console:
+        console.write(f"2026-12-05T07:38:50.400000Z [0]<stdout>:{line}\n2026-12-05T07:38:51.000000Z INFO:root:next launcher line\n")
+    assert next(stream)["message"] == "INFO:root:next launcher line"
