@@ -57,7 +57,7 @@ _KIND_OF_SUFFIX: Final = {suffix: kind for kind, suffix in KINDS.items()}
 _ROTATED: Final = re.compile(r"\.\d+$")
 
 #: The launcher's console ``hvdlog run`` keeps (``<root>/<job>/launcher.log``, hvdlog/cli/run.py;
-#: rotated ``.N``). Filebeat ships no console, so it is not a pattern of the shared file.
+#: rotated ``.N``). No grok reads its path: Filebeat's hvdlog-launcher input globs it and takes the job.
 LAUNCHER_LOG_PATH: Final = re.compile(r"(?:^|/)(?P<job>[^/]+)/launcher\.log(?:\.\d+)?$")
 
 #: Other files a directory walk takes: logs by name (console captures, rotated ones).

@@ -58,6 +58,18 @@ def _copy_key(doc: Document) -> _Key | None:
     return job_of(doc), rank, echo["message"] if echo else said
 
 
+def _original_key(doc: Document) -> _Key | None:
+    """(job, rank, message) of a rank's document from its own files (not a launcher log); None else."""
+    rank = _rank(doc)
+    if rank is None or is_launcher_log(str(get_field(doc, "log.file.path") or "")):
+        return None
+    return job_of(doc), rank, _said(doc)
+
+
+def _without(docs: list[Document], dropped: set[int]) -> list[Document]:
+    return [doc for index, doc in enumerate(docs) if index not in dropped] if dropped else docs
+
+
 def drop_launcher_copies(docs: list[Document], window: float = COPY_WINDOW_S) -> list[Document]:
     """``docs`` (sorted) without the launcher log's copies of what the ranks' own files say."""
     copies = {index: key for index, doc in enumerate(docs) if (key := _copy_key(doc)) is not None}
@@ -67,15 +79,11 @@ def drop_launcher_copies(docs: list[Document], window: float = COPY_WINDOW_S) ->
     messages = {key[2] for key in wanted}
     originals: dict[_Key, list[int]] = {}  # key -> times (ms; untimed as -1) of the ranks' own documents
     for doc in docs:
-        said = _said(doc)
-        if said not in messages or (rank := _rank(doc)) is None or is_launcher_log(str(get_field(doc, "log.file.path") or "")):
-            continue  # the message test first: most documents say nothing the console repeated
-        key = (job_of(doc), rank, said)
-        if key in wanted:
+        # the message test first: most documents say nothing the console repeated
+        if _said(doc) in messages and (key := _original_key(doc)) in wanted:
             originals.setdefault(key, []).append(_millis(doc))
     window_ms = int(window * 1000)
-    dropped = {index for index, key in copies.items() if _pair(originals.get(key), _millis(docs[index]), window_ms)}
-    return [doc for index, doc in enumerate(docs) if index not in dropped] if dropped else docs
+    return _without(docs, {index for index, key in copies.items() if _pair(originals.get(key), _millis(docs[index]), window_ms)})
 
 
 class FollowedCopies:
@@ -102,13 +110,12 @@ class FollowedCopies:
             newest = max(newest, at)
             if (key := _copy_key(doc)) is not None:
                 copies[index] = (key, at)
-            elif at >= 0 and (rank := _rank(doc)) is not None and not is_launcher_log(str(get_field(doc, "log.file.path") or "")):
-                key = (job_of(doc), rank, _said(doc))
+            elif at >= 0 and (key := _original_key(doc)) is not None:
                 bisect.insort(self._originals.setdefault(key, []), at)
                 self._seen.append((at, key))
         dropped = {index for index, (key, at) in copies.items() if _pair(self._originals.get(key), at, self._window_ms)}
         self._forget(newest - self._window_ms)
-        return [doc for index, doc in enumerate(docs) if index not in dropped] if dropped else docs
+        return _without(docs, dropped)
 
     def _forget(self, before: int) -> None:
         """Drop the remembered documents older than ``before`` (ms), and what was paired already."""

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support.filebeat_emulation import dissect, expand, join_lines, multiline_parsers
+from support.filebeat_emulation import dissect, excluded, expand, join_lines, multiline_parsers
 from support.variants import PREFIXES
 
 from hvdlog import layout
@@ -158,10 +158,6 @@ def _matches(path: Path, input_config: dict[str, Any], env: dict[str, str]) -> b
         return False
     return any(PurePosixPath(path).match(expand(pattern, env)) for pattern in input_config["paths"])
 
-
-def _excluded(input_config: dict[str, Any], event: str) -> bool:
-    """Whether the input's ``exclude_lines`` leave a joined event out (they see the event whole)."""
-    return any(re.search(pattern, event) for pattern in input_config.get("exclude_lines", ()))
 
 
 # --- configuration ------------------------------------------------------------------------
@@ -471,7 +467,7 @@ class TestRealFilebeat:
         launcher = root / "gloo-crash" / "launcher.log"
         text = launcher.read_text()
         joined = join_lines(text, NATIVE_PARSERS)
-        kept = [event for event in joined if not _excluded(INPUTS["hvdlog-launcher"], event)]
+        kept = [event for event in joined if not excluded(INPUTS["hvdlog-launcher"], event)]
         assert len(kept) < len(joined), "the real job's console had no worker line to leave out"
         mine = sorted(p for p in root.rglob("rank-*") if p.parent.name == host)
         theirs = sum(len(p.read_text().splitlines()) if p.suffix == ".jsonl" else len(join_lines(p.read_text(), NATIVE_PARSERS)) for p in mine)

@@ -29,8 +29,9 @@ from corpus.cases import cases
 from corpus.realworld import RealCase, answers_over, check, check_documents, library_answers, real_cases
 from corpus.tools_required import installed, jdk_tool
 from support import conf_regexes
+from support.filebeat_emulation import excluded
 from support.grok import run_logstash
-from support.native_events import events_of, numbered_streams_of, streams_of
+from support.native_events import LAUNCHER_INPUT, events_of, numbered_streams_of, streams_of
 from support.variant_expectations import case_files, expected_under, materialise
 from support.variants import Variant, variants
 
@@ -411,8 +412,6 @@ class TestLauncherConsole:
         import os
         import sys
 
-        import yaml
-
         from hvdlog.documents import sort_key
         from hvdlog.query.failures import find_first_failure
         from hvdlog.query.files import FileSource
@@ -423,8 +422,6 @@ class TestLauncherConsole:
                                "horovodrun", "--gloo", "-np", "2", sys.executable, "-c", _KILLED_RANK],
                               capture_output=True, text=True, timeout=240, check=False, env=env)
         assert done.returncode != 0, done.stderr[-2000:]
-        inputs = {item["id"]: item for item in yaml.safe_load((ROOT / "shipper" / "filebeat.yml").read_text())["filebeat.inputs"]}
-        (leave_out,) = inputs["hvdlog-launcher"]["exclude_lines"]
         shipped, jsonl = [], []
         files = sorted(path for path in (tmp_path / "killed").rglob("*") if path.is_file())
         for order, path in enumerate(files):
@@ -434,7 +431,7 @@ class TestLauncherConsole:
                 continue
             first = 0
             for text in events_of(path.read_text().splitlines()):
-                if not (path.name == "launcher.log" and re.search(leave_out, text)):
+                if not (path.name == "launcher.log" and excluded(LAUNCHER_INPUT, text)):
                     shipped.append(Shipped("killed", relative, text, [], (order, first)))
                 first += text.count("\n") + 1
         documents = _documents_through(jruby, shipped, {"killed": jsonl})["killed"]

@@ -126,3 +126,8 @@ def join_lines(text: str, parsers: Sequence[Multiline]) -> list[str]:
     for parser in parsers:
         messages = parser.apply(messages)
     return messages
+
+
+def excluded(input_config: Mapping[str, Any], event: str) -> bool:
+    """Whether the input's ``exclude_lines`` leave a joined event out (they see the event whole)."""
+    return any(re.search(pattern, event) for pattern in input_config.get("exclude_lines", ()))

@@ -17,12 +17,13 @@ from hvdlog.parse import decode_line
 from hvdlog.parse.launcher import visible
 from hvdlog.parse.patterns import load_definitions
 
-__all__ = ["NATIVE_PARSERS", "events_of", "numbered_streams_of", "streams_of"]
+__all__ = ["LAUNCHER_INPUT", "NATIVE_PARSERS", "events_of", "numbered_streams_of", "streams_of"]
 
 _FILEBEAT_YML: Final = Path(__file__).resolve().parent.parent.parent / "shipper" / "filebeat.yml"
-NATIVE_PARSERS: Final = multiline_parsers(
-    next(i for i in yaml.safe_load(_FILEBEAT_YML.read_text())["filebeat.inputs"] if i["id"] == "hvdlog-native")
-)
+_INPUTS: Final = {i["id"]: i for i in yaml.safe_load(_FILEBEAT_YML.read_text())["filebeat.inputs"]}
+NATIVE_PARSERS: Final = multiline_parsers(_INPUTS["hvdlog-native"])
+#: shipper/filebeat.yml's input for ``hvdlog run``'s launcher.log (its ``exclude_lines``)
+LAUNCHER_INPUT: Final = _INPUTS["hvdlog-launcher"]
 #: what may stand before a launcher tag: hvdlog's arrival time, a collector's prefix, horovodrun's time
 _BEFORE_TAG: Final = (
     r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z )?"
