@@ -121,7 +121,7 @@ def invoke(args: list[str]) -> tuple[float, int, int, int, str]:
 @contextlib.contextmanager
 def documents_path() -> Iterator[None]:
     """The baseline: ``stragglers --es`` as before the aggregation (every step event read)."""
-    from hvdlog.query import es_steps
+    from hvdlog.analyses import step_es as es_steps
 
     original = es_steps.step_tally
     es_steps.step_tally = lambda source, spec: None

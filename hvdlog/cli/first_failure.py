@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
+from hvdlog.analyses.failures import FailureReport, find_first_failure
 from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.query.failures import FailureReport, find_first_failure
 from hvdlog.query.spec import format_ranks
 
 __all__ = ["first_failure"]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
+from hvdlog.analyses.jobs import JobRow, from_aggregation, from_files, jobs_query
 from hvdlog.cli.options import EXIT_FOUND, EXIT_NOTHING, fail, warn
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.layout import DEFAULT_ROOT
-from hvdlog.query.jobs import JobRow, from_aggregation, from_files, jobs_query
 from hvdlog.query.spec import Condition, Filter, format_ranks
 
 __all__ = ["jobs"]
@@ -25,8 +25,8 @@ def _size(value: int | None) -> str:
 
 
 def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[JobRow]:
+    from hvdlog.analyses.failures import FAILURE_EVENTS
     from hvdlog.query.es import ElasticsearchSource
-    from hvdlog.query.failures import FAILURE_EVENTS
     from hvdlog.query.source import SourceError
 
     source = ElasticsearchSource(url, index=index, timeout=timeout, warn=warn, ca_certs=es_ca)

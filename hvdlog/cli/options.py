@@ -145,9 +145,9 @@ def build_sources(
     """One file source for all PATHs, one Elasticsearch source per ``--es``."""
     sources: list[Source] = []
     if paths:
-        from hvdlog.cli.watched import WatchedFileSource
+        from hvdlog.query.progress_files import ProgressFileSource
 
-        sources.append(WatchedFileSource(paths, timezone=tz, warn=warn))
+        sources.append(ProgressFileSource(paths, timezone=tz, warn=warn))
     for url in es_urls:
         sources.append(ElasticsearchSource(url, index=index, timeout=timeout, warn=warn, ca_certs=es_ca))
     if not sources:

@@ -19,10 +19,10 @@ from typing import Any, Final, TextIO
 
 import orjson
 
+from hvdlog.analyses.summary import one_line
 from hvdlog.cli.text import escape_controls
 from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.query.spec import format_ranks
-from hvdlog.query.summary import one_line
 
 __all__ = ["Group", "Printer", "dedupe", "format_time", "json_line", "show_local_time"]
 

@@ -100,7 +100,7 @@ class _Reading:
     (its ``opened`` hook) so a progress line can say how far it is read."""
 
     def __init__(self, files: list[str]) -> None:
-        from hvdlog.cli.progress import ReadProgress
+        from hvdlog.query.progress import ReadProgress
 
         self.files = files
         self.sizes = {name: _file_size(name) for name in files}

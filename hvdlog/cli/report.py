@@ -3,7 +3,7 @@
 In this order: the job (ranks, hosts, time span, last step, how it ended), the first
 failure and why, the stall episodes, the stragglers, the timeline's verdict, resources.
 Each section is a line or two and the command that shows more. ``--json``: the same, one
-document per job. The analyses are :mod:`hvdlog.query.report`'s adapters over the existing ones.
+document per job. The analyses are :mod:`hvdlog.analyses.report`'s adapters over the existing ones.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any
 
 import click
 
+from hvdlog.analyses.autotune import autotune_results
+from hvdlog.analyses.report import collect, report
 from hvdlog.cli.options import Run, fail, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.cli.pictures import step_sparkline
 from hvdlog.cli.timeline_output import timeline_analyses
-from hvdlog.query.autotune import autotune_results
-from hvdlog.query.report import collect, report
 from hvdlog.query.spec import format_ranks
-from hvdlog.timeline.evidence import culprits
+from hvdlog.timeline.wait_evidence import culprits
 
 __all__ = ["more_command", "report_command"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
+from hvdlog.analyses.stalls import find_stalls
 from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.query.spec import format_ranks
-from hvdlog.query.stalls import find_stalls
 from hvdlog.runtime.pending import summarize
 
 __all__ = ["stalls"]

@@ -7,23 +7,23 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hvdlog.analyses.autotune import autotune_line
+from hvdlog.analyses.resources import RESOURCE_EVENTS, is_resources, short
+from hvdlog.analyses.resources import attach as attach_resources
+from hvdlog.analyses.resources import figures as resource_figures
+from hvdlog.analyses.stragglers import MIN_SECONDS, MIN_STEPS, STEP_EVENTS, RankProgress, Tally, corroborate, settle
+from hvdlog.analyses.stragglers import stragglers as analyse
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer
 from hvdlog.cli.timeline_output import print_top, timeline_analyses
 from hvdlog.documents import Document
-from hvdlog.query.autotune import autotune_line
-from hvdlog.query.resources import RESOURCE_EVENTS, is_resources, short
-from hvdlog.query.resources import attach as attach_resources
-from hvdlog.query.resources import figures as resource_figures
 from hvdlog.query.source import Source
 from hvdlog.query.spec import Filter
-from hvdlog.query.stragglers import MIN_SECONDS, MIN_STEPS, STEP_EVENTS, RankProgress, Tally, corroborate, settle
-from hvdlog.query.stragglers import stragglers as analyse
-from hvdlog.timeline.evidence import attach
+from hvdlog.timeline.wait_evidence import attach
 
 if TYPE_CHECKING:
+    from hvdlog.analyses.step_read import StepRead
     from hvdlog.query.files import FileSource
-    from hvdlog.query.step_read import StepRead
 
 __all__ = ["stragglers"]
 
@@ -31,8 +31,8 @@ __all__ = ["stragglers"]
 def _read(run: Run, workers: int) -> tuple[Tally, list[Document]]:
     """Every source's step events into one tally (files: the fast reader, in ``workers``
     processes); the few ``resources`` events kept aside."""
+    from hvdlog.analyses.step_es import step_tally
     from hvdlog.query.es import ElasticsearchSource
-    from hvdlog.query.es_steps import step_tally
     from hvdlog.query.files import FileSource
 
     tally, resources = Tally(), []
@@ -61,11 +61,11 @@ def _read(run: Run, workers: int) -> tuple[Tally, list[Document]]:
 
 
 def _read_files(source: FileSource, spec: Filter, workers: int) -> StepRead:
-    """The fast step reader, with a progress line on a terminal (:mod:`hvdlog.cli.progress`)."""
-    from hvdlog.cli.watched import WatchedFileSource
-    from hvdlog.query.step_read import read_steps
+    """The fast step reader, with a progress line on a terminal (:mod:`hvdlog.query.progress`)."""
+    from hvdlog.analyses.step_read import read_steps
+    from hvdlog.query.progress_files import ProgressFileSource
 
-    if not isinstance(source, WatchedFileSource):
+    if not isinstance(source, ProgressFileSource):
         return read_steps(source, spec, workers)
     try:
         return read_steps(source, spec, workers, lambda files: source.watch(files).advance)

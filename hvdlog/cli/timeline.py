@@ -9,7 +9,7 @@ import click
 from hvdlog.cli.options import Run, fail, source_options
 from hvdlog.cli.output import Printer
 from hvdlog.cli.timeline_output import print_top, timeline_analyses
-from hvdlog.timeline.evidence import culprits
+from hvdlog.timeline.wait_evidence import culprits
 
 __all__ = ["timeline"]
 

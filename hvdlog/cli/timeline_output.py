@@ -11,8 +11,8 @@ from hvdlog.cli.output import Printer
 from hvdlog.cli.pictures import bars
 from hvdlog.query.source import SourceError
 from hvdlog.timeline.analysis import TimelineAnalysis
-from hvdlog.timeline.evidence import culprits
 from hvdlog.timeline.load import NEGOTIATIONS, from_documents, from_paths
+from hvdlog.timeline.wait_evidence import culprits
 
 __all__ = ["print_top", "timeline_analyses"]
 

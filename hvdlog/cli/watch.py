@@ -1,8 +1,8 @@
 """``hvdlog watch``: follow a running job and tell someone: failures, stalls, stragglers, silent ranks, the end.
 
 The sources and filters are ``grep -f``'s (PATHs and/or ``--es``); the detectors are
-:mod:`hvdlog.query.watch`, delivery (webhooks, commands, retries, the spool) is
-:mod:`hvdlog.query.delivery`. Every alert is also printed on stdout.
+:mod:`hvdlog.watch.detectors`, delivery (webhooks, commands, retries, the spool) is
+:mod:`hvdlog.watch.delivery`. Every alert is also printed on stdout.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from hvdlog.cli.options import Run, source_options, warn
 from hvdlog.cli.output import Printer
 from hvdlog.documents import Document, get_field, job_of
 from hvdlog.layout import safe_job_id
-from hvdlog.query.delivery import Command, Dispatcher, Target, Webhook, discover_link, safe_url
 from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.source import Source, SourceError
-from hvdlog.query.watch import Alert, Watcher
+from hvdlog.watch.delivery import Command, Dispatcher, Target, Webhook, discover_link, safe_url
+from hvdlog.watch.detectors import Alert, Watcher
 
 __all__ = ["SPOOL_NAME", "watch"]
 

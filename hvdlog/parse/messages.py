@@ -69,7 +69,7 @@ def _row(row: dict[str, Any], path: Path) -> Message:
 
 
 def read_table(path: Path = MESSAGES_FILE) -> dict[str, Any]:
-    """The table file as JSON (its ``messages`` rows, and the ``evidence`` rules of hvdlog.parse.evidence)."""
+    """The table file as JSON (its ``messages`` rows, and the ``evidence`` rules of hvdlog.parse.evidence_rules)."""
     try:
         table: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:

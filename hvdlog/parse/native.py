@@ -19,7 +19,7 @@ from typing import Any, Final
 from hvdlog.documents import Document
 from hvdlog.fields import CORE_DATASET, HOROVOD_LEVEL_LETTERS, LAUNCHER_DATASET, PARSE_FAILURE_TAG
 from hvdlog.parse.blocks import Opener, bound, grammar
-from hvdlog.parse.evidence import classify
+from hvdlog.parse.evidence_rules import classify
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import CompiledPattern, compile_pattern

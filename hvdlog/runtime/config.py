@@ -24,8 +24,8 @@ import structlog
 
 from hvdlog import layout
 from hvdlog.fields import APP_DATASET, LEVELS
-from hvdlog.runtime import elastic as _elastic
 from hvdlog.runtime import rank as _rank
+from hvdlog.runtime import resets as _resets
 from hvdlog.runtime.capture import NativeCapture
 from hvdlog.runtime.hooks import Hooks
 from hvdlog.runtime.logger import LEVEL_NUMBERS, make_bound_logger_class
@@ -186,10 +186,10 @@ def configure(
 
 
 def _track_resets(config: Configuration) -> None:
-    """Horovod's elastic reset path refreshes the rank fields and logs a reset event (:mod:`hvdlog.runtime.elastic`)."""
-    _elastic.install()
+    """Horovod's elastic reset path refreshes the rank fields and logs a reset event (:mod:`hvdlog.runtime.resets`)."""
+    _resets.install()
     incarnations: list[Callable[[int], None]] = [config.timeline.next_incarnation] if config.timeline else []
-    _elastic.tracker.attach(config.emit, _rank_fields, config.renderer.update_static, incarnations)
+    _resets.tracker.attach(config.emit, _rank_fields, config.renderer.update_static, incarnations)
 
 
 def _validate(level: str, stall_after: float | None, max_bytes: int, backups: int, resources: float | None) -> float | None:
@@ -255,7 +255,7 @@ def _open(
     host = socket.gethostname()
     job_id = layout.safe_job_id(job) if job else default_job_id()
     root_dir = Path(root or os.environ.get("HVDLOG_ROOT") or layout.DEFAULT_ROOT)
-    paths = _elastic.process_paths(root_dir, job_id, host, info.rank)  # elastic jobs: named after the process
+    paths = _resets.process_paths(root_dir, job_id, host, info.rank)  # elastic jobs: named after the process
     path = paths["events"]
     refusal = foreign_owner(root_dir, path.parent)
     max_bytes, backups = rotation
@@ -288,7 +288,7 @@ def _start_capture(paths: dict[str, Path], rank: int | None, max_bytes: int, bac
     In elastic jobs each native line is tagged with the rank the process has when it prints."""
     capture = NativeCapture(
         paths["stdout"], paths["stderr"], max_bytes=max_bytes, backups=backups, redact=redact,
-        rank_tags=_elastic.is_elastic(), rank=rank,
+        rank_tags=_resets.is_elastic(), rank=rank,
     )
     with contextlib.suppress(OSError):  # read-only or full: the writers say so, and retry
         make_private_dirs(capture.stdout_path.parent)
@@ -303,7 +303,7 @@ def _start_capture(paths: dict[str, Path], rank: int | None, max_bytes: int, bac
 def refresh_rank() -> None:
     """Re-read rank/size from Horovod (after ``hvd.init()`` or an elastic reset).
 
-    Called by the patched ``hvd.init``, by Horovod's elastic re-init (:mod:`hvdlog.runtime.elastic`)
+    Called by the patched ``hvd.init``, by Horovod's elastic re-init (:mod:`hvdlog.runtime.resets`)
     and by the watchdog every tick, so the fields stay true without a check on the hot path.
     The file path keeps the rank at configure time (in elastic jobs it names the process).
     """
@@ -331,7 +331,7 @@ def _watchdog_tick() -> None:
     """Every watchdog tick: rank fields stay true, and optimizers made after a late
     ``import horovod.torch`` are still registered for naming stalled tensors."""
     track_distributed_optimizers()
-    _elastic.install()
+    _resets.install()
     refresh_rank()
 
 
@@ -345,7 +345,7 @@ def _patch_horovod_init() -> None:
     def init(*args: Any, **kwargs: Any) -> Any:
         result = original(*args, **kwargs)
         refresh_rank()
-        _elastic.install()
+        _resets.install()
         return result
 
     init._hvdlog_wrapped = True  # type: ignore[attr-defined]
@@ -367,7 +367,7 @@ def shutdown() -> None:
     config, _current = _current, None
     if config is None:
         return
-    _elastic.tracker.detach()
+    _resets.tracker.detach()
     steps = [
         lambda: config.watchdog.stop(timeout=0.2) if config.watchdog is not None else None,
         lambda: config.timeline.stop() if config.timeline is not None else None,

@@ -5,7 +5,7 @@ The read side only: the file format (reading, records, documents) is shared in
 
 * :mod:`~hvdlog.timeline.analysis`: rank readiness, wait caused, phase times;
 * :mod:`~hvdlog.timeline.discover`: find timelines under a job directory by content;
-* :mod:`~hvdlog.timeline.evidence`: the analysis as straggler evidence;
+* :mod:`~hvdlog.timeline.wait_evidence`: the analysis as straggler evidence;
 * :mod:`~hvdlog.timeline.load`: one job's timeline from files or Elasticsearch.
 
 .. versionadded:: 0.1.0

@@ -625,7 +625,7 @@ def recognise(line)
   nil
 end
 
-# --- failure evidence: the table's evidence rules, applied like hvdlog/parse/evidence.py -------
+# --- failure evidence: the table's evidence rules, applied like hvdlog/parse/evidence_rules.py -------
 
 EVIDENCE_LEVELS = %w[warning error critical].freeze
 

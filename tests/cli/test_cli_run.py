@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hvdlog.analyses.autotune import autotune_line
 from hvdlog.cli.run import launcher_command
 from hvdlog.parse.autotune import autotune_documents
-from hvdlog.query.autotune import autotune_line
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
 
@@ -75,7 +75,7 @@ class TestRun:
     def test_real_horovodrun(self, tmp_path: Path) -> None:
         """A real 2-rank Gloo job: the workers write into <root>/j, their console (tagged by horovodrun)
         is in launcher.log and read as part of job j. (The elastic driver's INFO lines in
-        launcher.log are checked by tests/runtime/test_elastic.py, which launches through hvdlog run.)"""
+        launcher.log are checked by tests/runtime/test_resets.py, which launches through hvdlog run.)"""
         script = "import hvdlog, horovod.torch as hvd; hvdlog.configure(stall_after=None); hvd.init(); hvdlog.get_logger().info('hello'); hvdlog.shutdown()"
         done = hvdlog_run(tmp_path, "horovodrun", "--gloo", "-np", "2", sys.executable, "-c", script, timeout=240)
         assert done.returncode == 0, done.stderr[-3000:]

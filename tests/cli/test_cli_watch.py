@@ -185,7 +185,7 @@ def test_over_elasticsearch(tmp_path: Path, receiver: Receiver, es_url: str) -> 
 def test_straggler_alert_once(tmp_path: Path, receiver: Receiver) -> None:
     """Three ranks, --straggler-rank 1 (0.3 s of extra work per step, seen in its samples/s): one straggler
     alert for rank 1; then success. (Two ranks cannot decide on step figures: the analysis says so and
-    watch pages nobody, tests/query/test_watch.py.)"""
+    watch pages nobody, tests/watch/test_detectors.py.)"""
     root = tmp_path / "logs"
     watch = _Watch(tmp_path, "--webhook", receiver.url, "--silent-after", "20", "--exit-when-finished", str(root))
     job = training_job(root, "slow", "--steps-per-epoch", "25", "--straggler-rank", "1", "--straggler-delay", "0.3", np=3)

@@ -122,11 +122,11 @@ class TestStepReaderProgress:
     def test_every_file_counted_with_one_process_and_with_workers(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """stragglers' fast reader tells each file read (one process) or each worker's share (forked
         workers): the counts add up to the files and bytes read, and the answer does not change."""
+        from hvdlog.analyses import step_read
+        from hvdlog.analyses.stragglers import stragglers
         from hvdlog.query import files as files_module
-        from hvdlog.query import step_read
         from hvdlog.query.files import FileSource
         from hvdlog.query.spec import Filter
-        from hvdlog.query.stragglers import stragglers
 
         job = write_job(tmp_path, ranks=4)
         files = sorted(job.rglob("*.jsonl"))

@@ -239,7 +239,7 @@ class _Terminal(io.StringIO):
 class TestProgress:
     def test_a_line_on_a_terminal_for_large_input_erased_at_the_end(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Bytes read / total and files, redrawn in place, then erased."""
-        from hvdlog.cli import progress
+        from hvdlog.query import progress
 
         monkeypatch.setattr(progress, "EVERY_S", 0.0)
         monkeypatch.setenv("HVDLOG_PROGRESS_BYTES", "100")
@@ -252,7 +252,7 @@ class TestProgress:
         assert "3 kB of 3 kB, 2 of 3 files" in terminal.getvalue() and terminal.getvalue().endswith("\r\x1b[K")
 
     def test_nothing_in_a_pipe_or_for_small_input(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from hvdlog.cli import progress
+        from hvdlog.query import progress
 
         monkeypatch.setattr(progress, "EVERY_S", 0.0)
         for stream, total in ((io.StringIO(), 10**12), (_Terminal(), 10)):
@@ -263,10 +263,10 @@ class TestProgress:
 
     def test_grep_reports_every_file(self, root: Path) -> None:
         """The source the commands use counts each file it read (through the real search)."""
-        from hvdlog.cli.watched import WatchedFileSource
+        from hvdlog.query.progress_files import ProgressFileSource
         from hvdlog.query.spec import Filter
 
-        source = WatchedFileSource([root], warn=print)
+        source = ProgressFileSource([root], warn=print)
         assert list(source.search(Filter(min_level="error")))
         assert source.progress is not None and source.progress.done_files == 6
         assert source.progress.done_bytes == sum(p.stat().st_size for p in root.rglob("*.jsonl"))

@@ -211,11 +211,11 @@ def library_answers(case: RealCase, aspect: str) -> list[dict[str, Any]]:
 
         return json.loads(json.dumps(list(parse_paths(case.inputs(), timezone=case.timezone)), default=str))
     if aspect == "first_failure":
-        from hvdlog.query.failures import FAILURE_EVENTS, first_failure
+        from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 
         return [report.to_json() for report in first_failure(source.search(Filter(any_of=FAILURE_EVENTS)))]
     if aspect == "stalls":
-        from hvdlog.query.stalls import find_stalls
+        from hvdlog.analyses.stalls import find_stalls
 
         return [episode.to_json() for episode in find_stalls(source.search, Filter())]
     raise ValueError(f"no library answer for {aspect}")
@@ -225,11 +225,11 @@ def answers_over(docs: list[dict[str, Any]], case: RealCase, aspect: str) -> lis
     """An aspect's answer from documents another path made (the Logstash path's), by the
     library calls the commands make on a source's search: ``first-failure``'s, ``stalls``',
     and ``grep``'s echo-free matches (``--level error``, ``--rank N``), in sort-key order."""
+    from hvdlog.analyses.failures import find_first_failure
+    from hvdlog.analyses.stalls import find_stalls
     from hvdlog.documents import sort_key
     from hvdlog.query.echoes import drop_echoes
-    from hvdlog.query.failures import find_first_failure
     from hvdlog.query.spec import Filter
-    from hvdlog.query.stalls import find_stalls
 
     def search(spec: Filter, last: int | None = None) -> Iterable[dict[str, Any]]:
         return sorted((doc for doc in docs if spec.matches(doc)), key=sort_key)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hvdlog.analyses.autotune import autotune_line, autotune_result
 from hvdlog.documents import get_field
 from hvdlog.parse.autotune import autotune_documents
-from hvdlog.query.autotune import autotune_line, autotune_result
 
 CSV = Path(__file__).resolve().parents[1] / "corpus" / "autotune" / "autotune.csv"
 

@@ -64,10 +64,10 @@ def test_unreadable_table(tmp_path: Path) -> None:
 
 
 def test_the_any_level_gate_finds_what_one_of_its_rules_finds() -> None:
-    """hvdlog/parse/evidence.py searches an info line once, with the any-level rules' patterns
+    """hvdlog/parse/evidence_rules.py searches an info line once, with the any-level rules' patterns
     joined: on every line and every multi-line block of the real-world consoles (and the
     rules' own evidence lines), the gate finds a message exactly when one rule's pattern does."""
-    from hvdlog.parse.evidence import _any_level_gate, _any_level_rules
+    from hvdlog.parse.evidence_rules import _any_level_gate, _any_level_rules
 
     gate = _any_level_gate()
     assert gate is not None

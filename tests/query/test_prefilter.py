@@ -23,13 +23,13 @@ from click.testing import CliRunner
 from corpus.realworld import RealCase, real_cases
 from support.variants import variants
 
+from hvdlog.analyses.failures import FAILURE_EVENTS
+from hvdlog.analyses.stalls import STALL_EVENTS
 from hvdlog.cli.main import cli
 from hvdlog.query import files, scan
-from hvdlog.query.failures import FAILURE_EVENTS
 from hvdlog.query.files import FileSource
 from hvdlog.query.prefilter import line_test
 from hvdlog.query.spec import Condition, Filter
-from hvdlog.query.stalls import STALL_EVENTS
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -239,11 +239,11 @@ def test_parallel_reading_gives_the_same_output(workers: int, tmp_path: Path, mo
 
 def test_parallel_reading_counts_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """With workers, the progress line still counts every file read (when a worker's share comes back)."""
-    from hvdlog.cli.watched import WatchedFileSource
+    from hvdlog.query.progress_files import ProgressFileSource
 
     monkeypatch.setattr(files, "PARALLEL_MIN_BYTES", 0)
     job = _bench_job(tmp_path, 6, 30)
-    source = WatchedFileSource([job], warn=lambda _message: None)
+    source = ProgressFileSource([job], warn=lambda _message: None)
     source.workers = 2
     found = list(source.search(Filter(any_of=FAILURE_EVENTS)))
     assert source.progress is not None and source.progress.done_files == len(source.files(Filter())) == 12

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from hvdlog.analyses.summary import one_line
 from hvdlog.cli.output import dedupe
 from hvdlog.query.es_query import pattern_clauses, to_query
 from hvdlog.query.spec import Condition, Filter, FilterError, format_ranks, parse_ranks, parse_steps, parse_time
-from hvdlog.query.summary import one_line
 
 
 def _doc(rank: int, ts: str, message: str = "m", level: str = "info", **extra: object) -> dict[str, object]:
@@ -201,7 +201,7 @@ def test_library_imports_stay_light() -> None:
     import sys
 
     code = (
-        "import sys, hvdlog.query.es, hvdlog.query.files, hvdlog.query.stalls, hvdlog.query.stragglers, hvdlog.query.failures;"
+        "import sys, hvdlog.query.es, hvdlog.query.files, hvdlog.analyses.stalls, hvdlog.analyses.stragglers, hvdlog.analyses.failures;"
         "print(sorted(m for m in ('elasticsearch', 'elastic_transport', 'click', 'rich') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -154,7 +154,7 @@ def _report(rank: int, second: int, **fields: Any) -> dict[str, Any]:
 
 def test_stalls_blames_only_what_others_wait_for() -> None:
     """A rank is blamed for the unsubmitted tensors another rank waits for, not for the rest of its list."""
-    from hvdlog.query.stalls import stall_episodes
+    from hvdlog.analyses.stalls import stall_episodes
 
     docs = [
         _report(0, 10, operation="_DistributedOptimizer.step > synchronize", tensors=["allreduce.a", "allreduce.b"]),
@@ -174,7 +174,7 @@ def test_a_hung_rank_that_moves_on_into_the_allreduce_stays_the_culprit() -> Non
     """Rank 1 hangs outside any collective (first report: no operation); its watchdog's repeat
     report, made after it woke and entered the step's allreduce under load, does not turn it
     into a waiting rank: rank 1 is still the one missing, rank 0 the one waiting."""
-    from hvdlog.query.stalls import stall_episodes
+    from hvdlog.analyses.stalls import stall_episodes
 
     docs = [
         _report(0, 10, operation="_DistributedOptimizer.step > synchronize", tensors=["allreduce.a"]),

@@ -16,8 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from hvdlog.analyses.resources import figures
 from hvdlog.fields import FIELDS_BY_NAME
-from hvdlog.query.resources import figures
 from hvdlog.runtime.resource_sampler import ResourceSampler, resources_interval
 
 HAVE_NVML = importlib.util.find_spec("pynvml") is not None

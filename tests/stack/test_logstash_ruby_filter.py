@@ -412,8 +412,8 @@ class TestLauncherConsole:
         import os
         import sys
 
+        from hvdlog.analyses.failures import find_first_failure
         from hvdlog.documents import sort_key
-        from hvdlog.query.failures import find_first_failure
         from hvdlog.query.files import FileSource
         from hvdlog.query.spec import Filter
 

@@ -1,4 +1,4 @@
-"""A real elastic Horovod + PyTorch worker for tests/runtime/test_elastic.py.
+"""A real elastic Horovod + PyTorch worker for tests/runtime/test_resets.py.
 
 Every step does one allreduce and logs ``step`` with Horovod's own ``hvd.rank()``/
 ``hvd.size()``/``hvd.local_rank()`` read at that moment (under ``extra``), so the test can

@@ -4,7 +4,7 @@
 (the watchdogs report a stall, rank 0 waiting in the allreduce) and raises at step 6
 (rank 0 dies as collateral). ``straggler`` is a small 3-rank job whose rank 1 is slow and
 says so in its ``samples_per_sec`` (see support/straggler_job.py); 3 ranks, because with 2
-the step figures cannot name the slow one (hvdlog/query/stragglers.py). Both run concurrently, once per test process,
+the step figures cannot name the slow one (hvdlog/analyses/stragglers.py). Both run concurrently, once per test process,
 and are cached; the faults job also writes an ``--output-filename`` tree.
 """
 

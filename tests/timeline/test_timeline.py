@@ -20,7 +20,7 @@ import pytest
 
 from hvdlog.timeline.analysis import analyse_files, summarise
 from hvdlog.timeline.discover import find_timelines
-from hvdlog.timeline.evidence import culprits
+from hvdlog.timeline.wait_evidence import culprits
 from hvdlog.timeline_format.documents import records_from_documents
 from hvdlog.timeline_format.reader import ReadStats, looks_like_timeline, read_events
 from hvdlog.timeline_format.records import Negotiation

@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 import pytest
 
-from hvdlog.query import step_bulk, step_read
+from hvdlog.analyses import step_bulk, step_read
+from hvdlog.analyses.stragglers import STEP_EVENTS, stragglers
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
-from hvdlog.query.stragglers import STEP_EVENTS, stragglers
 
 pytestmark = pytest.mark.skipif(not step_bulk.available(), reason="msgspec (hvdlog[cli]) is not installed")
 

@@ -1,7 +1,7 @@
 """``stragglers --es``: Elasticsearch does the counting; what comes back grows with ranks, not events.
 
 One composite aggregation over (job, epoch, rank) of the step events gives, per rank, what a
-:class:`~hvdlog.query.stragglers.Tally` keeps: the count, the highest step, the first event
+:class:`~hvdlog.analyses.stragglers.Tally` keeps: the count, the highest step, the first event
 (time, then step) and the last (time, host) through ``top_hits``, and the ``samples_per_sec``
 histogram in the Tally's own bins (3 significant digits: per decade of the values, found
 first with a ``stats`` aggregation, a ``histogram`` of interval ``10**(d - 2)``; no script, so
@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, Final
 
+from hvdlog.analyses.stragglers import EPOCH_FIELD, STEP_EVENTS, RankTrack, Tally, decade
 from hvdlog.documents import get_field, timestamp_millis
 from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.es_query import to_query
 from hvdlog.query.spec import MAX_JOB_SIZE, Filter
-from hvdlog.query.stragglers import EPOCH_FIELD, STEP_EVENTS, RankTrack, Tally, decade
 
 __all__ = ["exact", "step_tally"]
 

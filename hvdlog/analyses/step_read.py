@@ -3,9 +3,9 @@
 ``stragglers`` needs a handful of fields of the events that carry a step. In a ``.jsonl``
 events file only lines holding the bytes ``"step"`` (or a JSON escape, which may spell it)
 can carry one (found by the byte scanner of :mod:`hvdlog.query.scan`); those are decoded
-with orjson and their few fields go straight into a :class:`~hvdlog.query.stragglers.Tally`,
+with orjson and their few fields go straight into a :class:`~hvdlog.analyses.stragglers.Tally`,
 which keeps per-rank figures, never the events. With msgspec installed and no filter but the
-step condition, a whole block is decoded and folded at once (:mod:`hvdlog.query.step_bulk`,
+step condition, a whole block is decoded and folded at once (:mod:`hvdlog.analyses.step_bulk`,
 same tally, about half the CPU). A line the shortcut cannot take exactly (an object nested in the line, a
 filter on level, host, dataset, time or text) goes through the parser and
 :meth:`~hvdlog.query.spec.Filter.matches` like any other read. A rank's native captures
@@ -28,16 +28,16 @@ from typing import Any, Final
 
 import orjson
 
+from hvdlog.analyses import step_bulk
+from hvdlog.analyses.resources import is_resources
+from hvdlog.analyses.stragglers import EPOCH_FIELD, Tally
 from hvdlog.documents import Document, job_of
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse import parse_lines
 from hvdlog.parse.launcher import path_fields
-from hvdlog.query import step_bulk
 from hvdlog.query.files import FileSource, ReadTotals, file_size, is_events_file, shares, worth_processes
-from hvdlog.query.resources import is_resources
 from hvdlog.query.scan import ESCAPE, blocks, candidate_lines, finders
 from hvdlog.query.spec import Filter
-from hvdlog.query.stragglers import EPOCH_FIELD, Tally
 
 __all__ = ["Advance", "StepRead", "read_steps"]
 
@@ -132,7 +132,7 @@ def read_file(path: Path, spec: Filter, timezone: str | None = None) -> StepRead
 
 
 def _read_events(path: Path, job: str | None, spec: Filter, read: StepRead) -> None:
-    """An events file's step lines: a block at a time (:mod:`hvdlog.query.step_bulk`) when no
+    """An events file's step lines: a block at a time (:mod:`hvdlog.analyses.step_bulk`) when no
     filter applies, else (or where a block does not decode) line by line."""
     name = str(path)
     fast = _simple(spec)

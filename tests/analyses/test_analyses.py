@@ -6,12 +6,12 @@ import pytest
 from support.query_corpus import FAULTS, STRAGGLER, STRAGGLER_RANKS, STRAGGLER_STEPS, Corpus, corpus
 from support.query_corpus import REPO as REPO_ROOT
 
+from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
+from hvdlog.analyses.stalls import STALL_EVENTS, find_stalls, progress_filter, stall_episodes
+from hvdlog.analyses.stragglers import STEP_EVENTS, stragglers
 from hvdlog.documents import get_field
-from hvdlog.query.failures import FAILURE_EVENTS, first_failure
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
-from hvdlog.query.stalls import STALL_EVENTS, find_stalls, progress_filter, stall_episodes
-from hvdlog.query.stragglers import STEP_EVENTS, stragglers
 
 
 @pytest.fixture(name="runs", scope="module")

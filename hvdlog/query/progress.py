@@ -6,7 +6,7 @@ stay clean. The line is redrawn in place (``\\r``) at most every :data:`EVERY_S`
 and erased when the read ends, before the results print, and before any warning
 (:meth:`ReadProgress.warn`), so a warning never lands on the end of the line.
 Kept apart from the query layer so ``hvdlog parse`` starts without it. Users: grep and the
-analyses (:class:`hvdlog.cli.watched.WatchedFileSource`), stragglers' step reader
+analyses (:class:`hvdlog.query.progress_files.ProgressFileSource`), stragglers' step reader
 (:meth:`ReadProgress.advance` per file or per worker's share), parse (per file, and within
 a file through :meth:`ReadProgress.show`).
 """

@@ -1,7 +1,7 @@
 """``hvdlog watch``'s detectors: events go in as they arrive, alerts come out once per episode.
 
-The analyses stay where they are (:mod:`~hvdlog.query.failures`, :mod:`~hvdlog.query.stalls`,
-:mod:`~hvdlog.query.stragglers`); this module keeps the few events each needs, per job and
+The analyses stay where they are (:mod:`~hvdlog.analyses.failures`, :mod:`~hvdlog.analyses.stalls`,
+:mod:`~hvdlog.analyses.stragglers`); this module keeps the few events each needs, per job and
 bounded, re-runs them on every :meth:`Watcher.check` and turns what changed into
 :class:`Alert` s. Small adapter functions read the analyses' results, and read the newer keys
 (``reasoning``, ``confidence``) when the analysis provides them, so a rewrite of an analysis
@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
+from hvdlog.analyses.stalls import STALL_EVENTS, StallEpisode, stall_episodes
+from hvdlog.analyses.stragglers import stragglers
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
-from hvdlog.query.failures import FAILURE_EVENTS, first_failure
 from hvdlog.query.spec import MAX_JOB_SIZE, Filter, format_ranks
-from hvdlog.query.stalls import STALL_EVENTS, StallEpisode, stall_episodes
-from hvdlog.query.stragglers import stragglers
 
 __all__ = ["KINDS", "Alert", "Watcher", "failure_view", "straggler_view"]
 

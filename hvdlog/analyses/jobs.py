@@ -6,8 +6,8 @@ lines of each ``.jsonl`` give the time span and the recent step interval, and on
 and critical lines (a needle scan) are parsed for the status. Over Elasticsearch one
 aggregation by ``job`` gives the same figures (size on disk is not per job there: "size
 unknown"). Only jobs with errors are analysed further, by
-:func:`hvdlog.query.failures.first_failure`; the status rule is the report's
-(:func:`hvdlog.query.report.job_status`, silence judged by the step interval), so ``jobs``
+:func:`hvdlog.analyses.failures.first_failure`; the status rule is the report's
+(:func:`hvdlog.analyses.report.job_status`, silence judged by the step interval), so ``jobs``
 and ``report`` give a job the same status.
 """
 
@@ -21,10 +21,10 @@ from typing import Any, Final
 
 import orjson
 
+from hvdlog.analyses.failures import first_failure
+from hvdlog.analyses.report import JobFacts, failure_section, iso, job_status
 from hvdlog.documents import Document, timestamp_millis
 from hvdlog.layout import parse_path, path_rank, walk
-from hvdlog.query.failures import first_failure
-from hvdlog.query.report import JobFacts, failure_section, iso, job_status
 from hvdlog.query.spec import Filter
 
 __all__ = ["JobRow", "from_aggregation", "from_files", "jobs_query"]

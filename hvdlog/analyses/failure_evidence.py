@@ -1,7 +1,7 @@
 """Failure evidence as the failure model reads it: one :class:`Evidence` per document.
 
 The parse step classified each document (``hvdlog.evidence.kind``/``.rank``/``.source``,
-hvdlog/parse/evidence.py, from the message table); documents indexed without those fields
+hvdlog/parse/evidence_rules.py, from the message table); documents indexed without those fields
 (our own JSON events, older data) are classified here by the same rules. What is left to
 read is what the evidence *means* for the rank it is about: a fault that can start a chain,
 a consequence of another rank's fault, an expected exit, or the launcher's verdict.
@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.fields import level_at_least
-from hvdlog.parse.evidence import KIND, RANK, SOURCE, evidence_fields
+from hvdlog.parse.evidence_rules import KIND, RANK, SOURCE, evidence_fields
 from hvdlog.parse.messages import signal_names
 
 __all__ = ["TERMINATION", "Evidence", "evidence_of", "per_source"]

@@ -1,4 +1,4 @@
-"""The failure model (hvdlog.query.failures) on plain documents built the way the parser and the runtime write them."""
+"""The failure model (hvdlog.analyses.failures) on plain documents built the way the parser and the runtime write them."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hvdlog.analyses.failures import first_failure
+from hvdlog.analyses.stalls import stall_episodes
 from hvdlog.parse import parse_lines
-from hvdlog.query.failures import first_failure
-from hvdlog.query.stalls import stall_episodes
 
 
 def _console(text: str) -> list[dict[str, Any]]:

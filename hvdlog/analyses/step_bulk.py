@@ -1,10 +1,10 @@
 """Step lines tallied a block at a time: msgspec decodes the few fields, C builtins do the counting.
 
-The line-by-line reader (:mod:`hvdlog.query.step_read`) spends ~4 µs of Python on each step
-line: orjson builds the whole object, then every figure of :class:`~hvdlog.query.stragglers.RankTrack`
+The line-by-line reader (:mod:`hvdlog.analyses.step_read`) spends ~4 µs of Python on each step
+line: orjson builds the whole object, then every figure of :class:`~hvdlog.analyses.stragglers.RankTrack`
 is updated one event at a time. Here a block's step lines are decoded in one call into small
 structs holding only the fields ``stragglers`` reads, and a run of one rank's events is folded
-into one :class:`~hvdlog.query.stragglers.RankTrack` with ``min``/``max``/``Counter`` over
+into one :class:`~hvdlog.analyses.stragglers.RankTrack` with ``min``/``max``/``Counter`` over
 columns, then merged exactly as a parallel reader's tally is. About 4× less CPU per event.
 
 Exact, not approximate: a run is folded this way only when every event in it is of the
@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any, Final
 
+from hvdlog.analyses.stragglers import RankTrack, Tally, sample_bin
 from hvdlog.documents import timestamp_millis
 from hvdlog.query.scan import ESCAPE
 from hvdlog.query.spec import MAX_JOB_SIZE
-from hvdlog.query.stragglers import RankTrack, Tally, sample_bin
 
 msgspec: Any
 try:
@@ -72,7 +72,7 @@ def available() -> bool:
 
 
 def _candidate(line: bytes | bytearray) -> bool:
-    """What the byte scanner would hand the line-by-line reader (see :mod:`hvdlog.query.step_read`)."""
+    """What the byte scanner would hand the line-by-line reader (see :mod:`hvdlog.analyses.step_read`)."""
     return b'"step"' in line or b'"resources"' in line or ESCAPE in line
 
 

@@ -29,14 +29,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
+from hvdlog.analyses.explain import cause_of, describe, noun, reason_of
+from hvdlog.analyses.failure_evidence import Evidence, evidence_of, per_source
+from hvdlog.analyses.resets import epoch_of, lost_ranks, recovery_filter, recovery_of
+from hvdlog.analyses.stalls import names_in, ranks_in
+from hvdlog.analyses.summary import one_line
 from hvdlog.documents import Document, get_field, job_of, sort_key
 from hvdlog.query.echoes import drop_echoes
-from hvdlog.query.elastic import epoch_of, lost_ranks, recovery_filter, recovery_of
-from hvdlog.query.evidence import Evidence, evidence_of, per_source
-from hvdlog.query.explain import cause_of, describe, noun, reason_of
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
-from hvdlog.query.stalls import names_in, ranks_in
-from hvdlog.query.summary import one_line
 
 __all__ = ["FAILURE_EVENTS", "FailureReport", "find_first_failure", "first_failure"]
 

@@ -1,21 +1,21 @@
 """The file source the commands read through: a :class:`~hvdlog.query.files.FileSource` that
-draws a progress line (:mod:`hvdlog.cli.progress`) while it reads, and keeps warnings off it."""
+draws a progress line (:mod:`hvdlog.query.progress`) while it reads, and keeps warnings off it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from hvdlog.cli.progress import ReadProgress
 from hvdlog.documents import Document
 from hvdlog.query.files import FileSource, discover
+from hvdlog.query.progress import ReadProgress
 from hvdlog.query.spec import Filter
 from hvdlog.types import Warn
 
-__all__ = ["WatchedFileSource"]
+__all__ = ["ProgressFileSource"]
 
 
-class WatchedFileSource(FileSource):
+class ProgressFileSource(FileSource):
     """A :class:`FileSource` that reports each file it finished reading to a :class:`ReadProgress`."""
 
     def __init__(self, paths: Sequence[str | Path], *, timezone: str | None = None, warn: Warn) -> None:

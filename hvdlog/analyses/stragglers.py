@@ -7,7 +7,7 @@ the fast ones. What can:
 * the rank's own ``samples_per_sec``, when the training code measures it on the rank's
   compute time (before the allreduce wait);
 * the last step a rank reached (a hung or dead rank stops while the others go on);
-* Horovod's timeline: which rank the others waited for (:mod:`hvdlog.timeline.evidence`).
+* Horovod's timeline: which rank the others waited for (:mod:`hvdlog.timeline.wait_evidence`).
 
 A rank is flagged on step evidence only when every part of the data allows it:
 
@@ -27,7 +27,7 @@ absent = 0; by default the last), so a rank removed by a scale-down is not a str
 
 Memory: :class:`Tally` aggregates per rank as events stream past (counts, first and last
 step, a histogram of ``samples_per_sec`` cut to 3 significant digits); it never holds the events, and two
-tallies merge exactly (parallel readers, :mod:`hvdlog.query.step_read`).
+tallies merge exactly (parallel readers, :mod:`hvdlog.analyses.step_read`).
 """
 
 from __future__ import annotations
@@ -107,11 +107,11 @@ class RankProgress:
     lag_steps: float | None = None
     outlier: bool = False
     reasons: list[str] = field(default_factory=list)
-    #: What the flag rests on: "samples", "steps" (this module), "timeline" (:mod:`hvdlog.timeline.evidence`).
+    #: What the flag rests on: "samples", "steps" (this module), "timeline" (:mod:`hvdlog.timeline.wait_evidence`).
     evidence: list[str] = field(default_factory=list)
     #: This rank's figures from Horovod's timeline, when one was found.
     timeline: dict[str, Any] | None = None
-    #: This rank's CPU/memory/GPU figures from its ``resources`` events (:mod:`hvdlog.query.resources`).
+    #: This rank's CPU/memory/GPU figures from its ``resources`` events (:mod:`hvdlog.analyses.resources`).
     resources: dict[str, Any] | None = None
     #: The incarnation compared (``horovod.elastic.epoch``; 0 for a job that never reset).
     epoch: int = 0

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from hvdlog.analyses.failure_evidence import Evidence
+from hvdlog.analyses.summary import one_line
 from hvdlog.documents import get_field
 from hvdlog.parse.patterns import compile_pattern
-from hvdlog.query.evidence import Evidence
-from hvdlog.query.summary import one_line
 
 __all__ = ["cause_of", "describe", "noun", "reason_of"]
 

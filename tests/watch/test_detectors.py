@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from support.watch_harness import Receiver, wait_for
 
-from hvdlog.query.delivery import MAX_BACKOFF_S, Command, Dispatcher, Webhook, discover_link, safe_url
-from hvdlog.query.watch import Alert, Watcher
+from hvdlog.watch.delivery import MAX_BACKOFF_S, Command, Dispatcher, Webhook, discover_link, safe_url
+from hvdlog.watch.detectors import Alert, Watcher
 
 T0 = 1_800_000_000.0  # a fixed "now" for the detectors (2027-01-15)
 

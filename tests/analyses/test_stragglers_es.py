@@ -16,14 +16,14 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from hvdlog.analyses.resources import RESOURCE_EVENTS
+from hvdlog.analyses.step_es import step_tally
+from hvdlog.analyses.stragglers import STEP_EVENTS, stragglers
 from hvdlog.cli.main import cli
 from hvdlog.elastic.templates import mappings
 from hvdlog.parse import parse_paths
 from hvdlog.query.es import ElasticsearchSource
-from hvdlog.query.es_steps import step_tally
-from hvdlog.query.resources import RESOURCE_EVENTS
 from hvdlog.query.spec import Filter
-from hvdlog.query.stragglers import STEP_EVENTS, stragglers
 
 pytestmark = pytest.mark.elasticsearch
 

@@ -18,7 +18,7 @@ from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
 
 if TYPE_CHECKING:
-    from hvdlog.query.failures import FailureReport
+    from hvdlog.analyses.failures import FailureReport
 
 __all__ = ["Recovery", "epoch_of", "lost_ranks", "recovery_filter", "recovery_of", "resets"]
 

@@ -11,12 +11,12 @@ import orjson
 import pytest
 import yaml
 
+from hvdlog.analyses.resources import RESOURCE_EVENTS
+from hvdlog.analyses.step_read import read_steps
+from hvdlog.analyses.stragglers import STEP_EVENTS, Tally, stragglers
 from hvdlog.query import files
 from hvdlog.query.files import FileSource
-from hvdlog.query.resources import RESOURCE_EVENTS
 from hvdlog.query.spec import Filter, parse_ranks
-from hvdlog.query.step_read import read_steps
-from hvdlog.query.stragglers import STEP_EVENTS, Tally, stragglers
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE.parent / "corpus"
@@ -109,7 +109,7 @@ class TestJudgement:
 
     def test_timeline_flag_stands_only_when_the_rank_is_slow_by_its_own_figures(self) -> None:
         """2 ranks: the timeline names rank 1, but its own samples/s are the others' (a scheduling bias): dropped."""
-        from hvdlog.query.stragglers import corroborate, settle
+        from hvdlog.analyses.stragglers import corroborate, settle
 
         for rates, kept in (((1000, 990), False), ((1000, 300), True)):
             rows = stragglers(_job(*rates))
@@ -125,7 +125,7 @@ class TestJudgement:
         """2 noisy ranks whose medians are half apart (450 and 900 samples/s, which the median rule
         alone took as slow) but whose steps overlap (rank 1 between 150 and 750, rank 0 between 300
         and 1,500): not steadily slower, so the flag is dropped; the same medians, steady, keep it."""
-        from hvdlog.query.stragglers import corroborate, settle
+        from hvdlog.analyses.stragglers import corroborate, settle
 
         def noisy(rank: int, values: list[float]) -> list[dict[str, Any]]:
             docs = _events(rank, 1.0, steps=len(values))
@@ -186,7 +186,7 @@ class TestTally:
 
     @pytest.mark.parametrize("value", [0.0123456, 0.1, 1.0, 9.999, 10.0, 99.95, 100.0, 913.7, 1000.0, 12345.6, 1e300])
     def test_bins_cut_to_three_significant_digits(self, value: float) -> None:
-        from hvdlog.query.stragglers import decade, sample_bin
+        from hvdlog.analyses.stragglers import decade, sample_bin
 
         assert 10.0 ** decade(value) <= value < 10.0 ** (decade(value) + 1)
         low = sample_bin(value)

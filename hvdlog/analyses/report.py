@@ -17,13 +17,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
+from hvdlog.analyses.autotune import AutotuneResult, describe
+from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
+from hvdlog.analyses.resources import RESOURCE_EVENTS, figures, short
+from hvdlog.analyses.stalls import STALL_EVENTS, find_stalls
+from hvdlog.analyses.stragglers import STEP_EVENTS, RankProgress, stragglers
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
-from hvdlog.query.autotune import AutotuneResult, describe
-from hvdlog.query.failures import FAILURE_EVENTS, first_failure
-from hvdlog.query.resources import RESOURCE_EVENTS, figures, short
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, format_ranks
-from hvdlog.query.stalls import STALL_EVENTS, find_stalls
-from hvdlog.query.stragglers import STEP_EVENTS, RankProgress, stragglers
 
 __all__ = ["QUIET_SECONDS", "JobFacts", "autotune_section", "collect", "iso", "job_status", "report"]
 
@@ -256,7 +256,7 @@ def report(
     """One report per job, newest activity last; the analyses run on the kept documents only.
     ``autotune``: per job, what Horovod's autotuner kept (from the job folder's log).
     ``reread``: the source searched again where the kept documents cannot answer (untimed
-    stall reports, split by the reporter's own prints: :func:`~hvdlog.query.stalls.find_stalls`),
+    stall reports, split by the reporter's own prints: :func:`~hvdlog.analyses.stalls.find_stalls`),
     so ``report`` and ``stalls`` give the same episodes."""
     base = replace(base or Filter(), any_of=())
     failures = {str(r.job): r.to_json() for r in first_failure(d for d in kept if Filter(any_of=FAILURE_EVENTS).matches(d))}
