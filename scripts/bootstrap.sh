@@ -2,6 +2,7 @@
 # Idempotent bootstrap of what `make demo` or `make test` needs, outside the clone.
 #   bootstrap.sh demo: a venv with PyTorch, a Horovod built here (Gloo + MPI), Open MPI, and
 #                      hvdlog[cli] from this checkout: all the demo runs.
+#   bootstrap.sh check: the demo's venv plus hvdlog[test] (pytest, ruff, mypy): what `make check` runs.
 #   bootstrap.sh test: the same, plus the test tools: Elasticsearch, JRuby and a JDK, the
 #                      mustache linter, the compose-spec checker, a real Filebeat, hvdlog[test]
 #                      (pytest, ruff, mypy) and a wheelhouse for the wheel test.
@@ -11,7 +12,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 mode="${1:-test}"
-case "$mode" in demo|test) ;; *) die "usage: bootstrap.sh demo|test (got '$mode')" ;; esac
+case "$mode" in demo|check|test) ;; *) die "usage: bootstrap.sh demo|check|test (got '$mode')" ;; esac
 
 ensure_debs openmpi-bin libopenmpi-dev cmake util-linux
 
@@ -39,7 +40,7 @@ bash "$REPO_ROOT/scripts/build-horovod.sh"
 # Our package, editable, so the console script runs this checkout's code. pip takes half a
 # minute even when nothing changed, so it runs only when this checkout, the extra or the
 # declared dependencies differ from the last install into this venv.
-extra="cli"; [ "$mode" = test ] && extra="test"
+extra="cli"; [ "$mode" != demo ] && extra="test"
 installed="$REPO_ROOT [$extra] $(sha256sum "$REPO_ROOT/pyproject.toml" | cut -d' ' -f1)"
 if [ "$(cat "$VENV/.hvdlog-editable" 2>/dev/null)" != "$installed" ]; then
   "$VENV/bin/pip" install -q -e "$REPO_ROOT[$extra]" || die "pip could not install hvdlog[$extra]"
@@ -54,7 +55,7 @@ export VIRTUAL_ENV="$VENV"
 export PYTHONPATH="$REPO_ROOT\${PYTHONPATH:+:\$PYTHONPATH}"
 export HVDLOG_CACHE="$HVDLOG_CACHE"
 ENV
-[ "$mode" = demo ] && exit 0
+[ "$mode" != test ] && exit 0
 
 es_home="$(bash "$REPO_ROOT/scripts/fetch-elasticsearch.sh")"
 bash "$REPO_ROOT/scripts/install-mustache.sh"

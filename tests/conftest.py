@@ -19,6 +19,17 @@ from support.elasticsearch import ElasticsearchServer  # noqa: E402
 os.environ["TZ"] = "UTC"
 
 
+#: Fixtures that start or use the real Elasticsearch: a test asking for one is marked `elasticsearch`.
+ES_FIXTURES = frozenset({"es_server", "es_url", "es"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses the real Elasticsearch, so `-m "not elasticsearch"` leaves it out."""
+    for item in items:
+        if ES_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.elasticsearch)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     """`--regenerate-goldens` rewrites tests/corpus/*/*-expected.json (review the diff)."""
     parser.addoption("--regenerate-goldens", action="store_true", help="rewrite the parsing corpus' golden files")
@@ -35,6 +46,8 @@ signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
 @pytest.fixture(name="es_server", scope="session")
 def fixture_es_server() -> Iterator[ElasticsearchServer]:
     """A real single-node Elasticsearch; a failure to start fails the test, never skips it."""
+    if os.environ.get("HVDLOG_TIER") == "check":
+        pytest.fail("this test needs Elasticsearch, which `make check` leaves out: mark it @pytest.mark.elasticsearch")
     with ElasticsearchServer() as server:
         yield server
 

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from corpus.tools_required import horovodrun
 
 ALLREDUCE_SCRIPT = textwrap.dedent(
     """
@@ -61,8 +62,8 @@ class TestElasticsearch:
 def _horovodrun(tmp_path: Path, *launcher: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "allreduce.py"
     script.write_text(ALLREDUCE_SCRIPT)
-    horovodrun = Path(sys.executable).with_name("horovodrun")
-    cmd = [str(horovodrun), "-np", "2", "-H", "localhost:2", *launcher, sys.executable, str(script)]
+    launcher_exe = Path(horovodrun())
+    cmd = [str(launcher_exe), "-np", "2", "-H", "localhost:2", *launcher, sys.executable, str(script)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env={**os.environ})
 
 

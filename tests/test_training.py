@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from corpus.tools_required import horovodrun as horovodrun_path
 
 from hvdlog import layout
 from hvdlog.fields import FIELDS_BY_NAME
@@ -40,7 +41,7 @@ def horovodrun(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str,
     root = tmp_path_factory.mktemp(name)
     launcher = ["--mpi", "--mpi-args=--allow-run-as-root --oversubscribe"] if mpi and os.geteuid() == 0 else (["--mpi"] if mpi else ["--gloo"])
     cmd = [
-        str(Path(sys.executable).with_name("horovodrun")), "-np", "2", "-H", "localhost:2", *launcher,
+        str(Path(horovodrun_path())), "-np", "2", "-H", "localhost:2", *launcher,
         sys.executable, str(TRAIN), "--log-root", str(root), "--job", name, "--epochs", "1", "--steps-per-epoch", "6", *flags,
     ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env={**os.environ, **(env or {})}, check=False)

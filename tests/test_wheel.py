@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.tools
+
+
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "corpus"
 

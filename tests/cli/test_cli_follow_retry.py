@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 INDEX = "hvdlog-retry-test"
 
@@ -99,6 +101,7 @@ def test_follow_keeps_retrying_while_unreachable() -> None:
         process.wait(timeout=10)
 
 
+@pytest.mark.horovod
 def test_follow_prints_events_after_the_outage(es_url: str) -> None:
     """The same, then Elasticsearch is reachable again: an event indexed then is printed."""
     from elasticsearch import Elasticsearch

@@ -41,6 +41,7 @@ def ndjson(result: Result) -> list[dict]:  # type: ignore[type-arg]
     return [json.loads(line) for line in result.stdout.splitlines()]
 
 
+@pytest.mark.horovod
 class TestGrep:
     def test_level_error_finds_the_crash_on_both_ranks(self, runs: Corpus) -> None:
         """--level error: exit 0, rank 1's InjectedFault and rank 0's shutdown, nothing below error."""
@@ -114,6 +115,7 @@ def _readline(process: subprocess.Popen[str], timeout: float) -> str:
     return box[0]
 
 
+@pytest.mark.horovod
 class TestBadInput:
     def test_garbage_lines_are_kept_and_warned_about(self, runs: Corpus, tmp_path: Path) -> None:
         """Garbage in a rank's files still parses the rest; the garbage is findable, with a warning."""
@@ -182,6 +184,7 @@ class _SilentServer:
         self.sock.close()
 
 
+@pytest.mark.horovod
 class TestAnalysisCommands:
     def test_stalls(self, runs: Corpus) -> None:
         """hvdlog stalls: exit 0, the step-3 episode with rank 1 missing; --json has the fields."""
@@ -217,6 +220,7 @@ class TestAnalysisCommands:
         assert report["culprit"]["rank"] == 1 and report["collateral"][0]["rank"] == 0
 
 
+@pytest.mark.horovod
 def test_console_script_exit_code_and_no_colour_when_piped(runs: Corpus) -> None:
     """The installed `hvdlog` exits like grep and writes plain text into a pipe."""
     exe = Path(sys.executable).with_name("hvdlog")

@@ -71,7 +71,7 @@ class TestRun:
         done = hvdlog_run(tmp_path, "no-such-launcher-xyz")
         assert done.returncode == 2 and "cannot run no-such-launcher-xyz" in done.stderr
 
-    @pytest.mark.skipif(subprocess.run(["which", "horovodrun"], capture_output=True, check=False).returncode != 0, reason="needs horovodrun")
+    @pytest.mark.horovod
     def test_real_horovodrun(self, tmp_path: Path) -> None:
         """A real 2-rank Gloo job: the workers write into <root>/j, their console (tagged by horovodrun)
         is in launcher.log and read as part of job j. (The elastic driver's INFO lines in
@@ -90,7 +90,7 @@ class TestRun:
         said = [(doc.get("rank"), doc["message"]) for doc in whole if doc["message"] in ("Horovod initialized", "hello")]
         assert sorted(said, key=str) == [(0, "Horovod initialized"), (0, "hello"), (1, "Horovod initialized"), (1, "hello")], said
 
-    @pytest.mark.skipif(subprocess.run(["which", "horovodrun"], capture_output=True, check=False).returncode != 0, reason="needs horovodrun")
+    @pytest.mark.horovod
     def test_real_autotune(self, tmp_path: Path) -> None:
         """horovodrun --autotune through hvdlog run: Horovod writes its autotune log into the job's
         folder, read back as autotune documents and one line for stragglers."""

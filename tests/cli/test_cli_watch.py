@@ -81,6 +81,7 @@ def _episodes(alerts: list[dict[str, Any]]) -> dict[str, list[str]]:
     return seen
 
 
+@pytest.mark.horovod
 def test_hung_rank_stall_alert_then_resolved(tmp_path: Path, receiver: Receiver) -> None:
     """--hang-rank 1: one stall alert naming rank 1 within stall_after + a poll, then its "resolved"; the job finishes."""
     root, stall_after = tmp_path / "logs", 3.0
@@ -110,6 +111,7 @@ def test_hung_rank_stall_alert_then_resolved(tmp_path: Path, receiver: Receiver)
     assert watch.printed() == receiver.bodies  # the terminal got every alert too
 
 
+@pytest.mark.horovod
 def test_crashed_rank_failure_alert(tmp_path: Path, receiver: Receiver) -> None:
     """--crash-rank 1: one failure alert naming rank 1 and the InjectedFault; rank 0 as collateral; the job finished: failure."""
     root = tmp_path / "logs"
@@ -182,6 +184,7 @@ def test_over_elasticsearch(tmp_path: Path, receiver: Receiver, es_url: str) -> 
     assert [a["status"] for a in receiver.alerts("job_finished")] == ["failure"]
 
 
+@pytest.mark.horovod
 def test_straggler_alert_once(tmp_path: Path, receiver: Receiver) -> None:
     """Three ranks, --straggler-rank 1 (0.3 s of extra work per step, seen in its samples/s): one straggler
     alert for rank 1; then success. (Two ranks cannot decide on step figures: the analysis says so and

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from corpus.tools_required import horovodrun
 
 pytestmark = pytest.mark.horovod
 
@@ -51,7 +52,7 @@ def contention() -> Iterator[list[int]]:
 
 def _launch(root: Path, job: str) -> subprocess.Popen[bytes]:
     ranks, flags, timeline = JOBS[job]
-    command = [str(Path(sys.executable).with_name("horovodrun")), "-np", str(ranks), "-H", f"localhost:{ranks}", "--gloo",
+    command = [str(Path(horovodrun())), "-np", str(ranks), "-H", f"localhost:{ranks}", "--gloo",
                sys.executable, str(TRAIN), "--log-root", str(root), "--job", job, "--epochs", "1", "--steps-per-epoch", "20",
                "--stall-after", "120", *flags]
     env = {**os.environ, "PYTHONPATH": str(REPO), **({"HVDLOG_TIMELINE": "1"} if timeline else {})}

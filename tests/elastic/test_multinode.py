@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 from support.elasticsearch_cluster import ElasticsearchCluster
 
+pytestmark = pytest.mark.elasticsearch
+
+
 HVDLOG = str(Path(sys.executable).with_name("hvdlog"))
 RANKS, STEPS = 16, 150  # 2,400 app events: several pages of 200
 

@@ -29,6 +29,9 @@ from hvdlog.parse.launcher import TagSplitter, strip_tag
 from hvdlog.parse.patterns import PATTERN_FILE, compile_pattern, load_definitions
 
 #: Patterns that are pieces of others (referenced by another pattern): coverage skips them.
+pytestmark = pytest.mark.jvm
+
+
 BUILDING_BLOCKS = {
     name for source in load_definitions().values() for name in re.findall(r"%\{(\w+)", source)
 }

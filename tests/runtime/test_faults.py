@@ -26,6 +26,7 @@ from urllib.parse import quote, quote_plus
 
 import orjson
 import pytest
+from corpus.tools_required import horovodrun
 
 from hvdlog import layout
 
@@ -304,7 +305,12 @@ class TestCaptureProcess:
         """One capture process per rank for both streams, running the stdlib-only script."""
         body = """
         import glob
-        children = [p for p in glob.glob('/proc/[0-9]*') if open(p + '/stat').read().split(') ')[1].split()[1] == str(os.getpid())]
+        def parent_of(p):
+            try:  # a process of the busy machine may end between the listing and the read
+                return open(p + '/stat').read().rsplit(') ', 1)[1].split()[1]
+            except OSError:
+                return None
+        children = [p for p in glob.glob('/proc/[0-9]*') if parent_of(p) == str(os.getpid())]
         tees = [p for p in children if b'runtime/tee.py' in open(p + '/cmdline', 'rb').read()]
         rss = [int(line.split()[1]) for line in open(tees[0] + '/status') if line.startswith('VmRSS')][0]
         print('children', len(children), 'tees', len(tees), 'rss_kb', rss)
@@ -546,7 +552,7 @@ def test_horovodrun_log_disk_fills_mid_training(tmp_path: Path) -> None:
     train = Path(__file__).resolve().parents[2] / "training" / "train.py"
     with tmpfs(tmp_path / "disk", size="1m") as disk:
         cmd = [
-            str(Path(sys.executable).with_name("horovodrun")), "-np", "2", "-H", "localhost:2", "--gloo",
+            str(Path(horovodrun())), "-np", "2", "-H", "localhost:2", "--gloo",
             sys.executable, str(train), "--log-root", str(disk), "--job", "full", "--epochs", "1",
             "--steps-per-epoch", "60", "--straggler-rank", "0", "--straggler-delay", "0.1",
         ]

@@ -70,6 +70,7 @@ def _episodes(run: Run, *args: str) -> tuple[str, list[dict[str, Any]]]:
     return text.stdout, [json.loads(line) for line in as_json.stdout.splitlines()]
 
 
+@pytest.mark.horovod
 class TestGlooHangBeforeForward:
     def test_victim_names_every_gradient_it_waits_for(self, gloo_hang: Run) -> None:
         """Rank 0 waits in the optimizer's synchronize for all 8 gradient allreduces, by name."""
@@ -91,11 +92,15 @@ class TestGlooHangBeforeForward:
         """`hvdlog stalls`: the tensors rank 0 waits for are those rank 1 never submitted."""
         text, episodes = _episodes(gloo_hang)
         (episode,) = [e for e in episodes if e["step"] == 3]
-        assert set(episode["tensors"]) == set(episode["unsubmitted_tensors"]) == DENSE | CONV
+        # As in the MPI test: reports taken as rank 1 resumed may rightly name the next allreduce
+        # (the metric's) on a loaded machine; a fresh clone under load failed on exactly that.
+        late = _late_tensors(gloo_hang)
+        assert set(episode["tensors"]) - late == set(episode["unsubmitted_tensors"]) - late == DENSE | CONV
         assert episode["unsubmitted_ranks"] == [1] and episode["missing_ranks"] == [1] and 0 in episode["waiting_ranks"]
         assert "never submitted by rank 1: allreduce." in text
 
 
+@pytest.mark.horovod
 class TestMpiHangInsideBackward:
     def test_victim_waits_for_exactly_the_conv_gradients(self, mpi_hang: Run) -> None:
         """Both ranks submitted the dense gradients (complete); rank 0 still waits for the conv ones only."""

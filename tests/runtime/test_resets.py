@@ -35,7 +35,7 @@ HOSTS = ("127.0.0.1", "127.0.1", "127.1", "0x7f000001", "localhost")
 #: A job's own deadline: startup of 3 torch workers on a loaded 2-core machine, a reset, a new worker.
 JOB_TIMEOUT = 420
 
-pytestmark = pytest.mark.skipif(subprocess.run(["which", "horovodrun"], capture_output=True, check=False).returncode != 0, reason="needs horovodrun")
+pytestmark = pytest.mark.horovod
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from corpus.tools_required import horovodrun
 
 RANK_ENV = {"HOROVOD_RANK": "1", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_SIZE": "2"}
 
@@ -232,12 +233,10 @@ def test_a_job_ends_while_a_capture_is_stopped(tmp_path: Path, ending: str, paus
     rank's console pipes, which the stopped capture held for ever (the job hung; checked by
     hand with a 40 s bound in both endings). The capture is continued as the rank ends: the job
     exits 0, the line printed while stopped reaches the file, and the rank says so once."""
-    horovodrun = Path(sys.executable).with_name("horovodrun")
-    if not horovodrun.exists():
-        pytest.skip("needs horovodrun (make test installs it)")
+    launcher = Path(horovodrun())
     script, root = tmp_path / "rank.py", tmp_path / "logs"
     script.write_text(RANK_SCRIPT)
-    command = [str(horovodrun), "--gloo", "-np", "2", "-H", "localhost:2", sys.executable, str(script), str(root), ending, str(pause)]
+    command = [str(launcher), "--gloo", "-np", "2", "-H", "localhost:2", sys.executable, str(script), str(root), ending, str(pause)]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True) as job:
         try:
             out, err = job.communicate(timeout=120)

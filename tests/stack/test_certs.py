@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.jvm
+
+
 REPO = Path(__file__).resolve().parents[2]
 CERTS_SH = REPO / "setup" / "certs.sh"
 SERVERS = ("elasticsearch", "kibana", "logstash")

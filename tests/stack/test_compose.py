@@ -29,6 +29,9 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.tools
+
+
 REPO = Path(__file__).resolve().parents[2]
 ELK = REPO / "elk-compose.yml"
 SHIPPER_COMPOSE = REPO / "shipper" / "filebeat-compose.yml"

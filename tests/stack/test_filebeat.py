@@ -414,6 +414,7 @@ def _run_filebeat(root: Path, host: str, out: Path, expected: int, *, patience: 
     return [json.loads(line) for line in events_file.read_text().splitlines()]
 
 
+@pytest.mark.tools
 class TestRealFilebeat:
     """A real Filebeat build over real per-rank files."""
 
@@ -570,6 +571,7 @@ def stall_report(ranks: int) -> list[str]:
     return [header, "Missing ranks:", *(f"{rank}: [allreduce.grad.layer{rank % 7}, allreduce.grad.bias{rank % 5}]" for rank in range(1, ranks))]
 
 
+@pytest.mark.tools
 class TestLargeJobs:
     """A stall block of a 4,096-rank job through the real Filebeat and the parsing pieces."""
 
@@ -602,6 +604,7 @@ class TestLargeJobs:
             assert parser["multiline"]["max_lines"] >= 16_384 + 2
 
 
+@pytest.mark.tools
 class TestTimelineInput:
     """The input for documents derived from Horovod's timeline (hvdlog/timeline_format/documents.py)."""
 

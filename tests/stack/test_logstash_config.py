@@ -27,6 +27,8 @@ def fixture_mustache() -> str:
     return installed("HVDLOG_MUSTACHE", "mustache", "install-mustache.sh")
 
 
+@pytest.mark.tools
+@pytest.mark.jvm
 class TestMustache:
     @pytest.mark.parametrize("command", ["check", "lint"])
     def test_every_conf_passes(self, mustache: str, command: str) -> None:
@@ -178,6 +180,7 @@ class TestBeatsInputValues:
         """.env.example offers exactly `required` and `optional` (no `none`: issue 16)."""
         assert _documented_client_authentication() == ["optional", "required"]
 
+    @pytest.mark.tools
     def test_every_documented_value_gives_a_valid_input(self, mustache: str, tmp_path: Path) -> None:
         """Each documented value, rendered into distributor.conf as compose passes it, parses
         (mustache check) and passes the beats input's validation rules."""

@@ -46,6 +46,9 @@ from hvdlog.parse.messages import MESSAGES_FILE
 from hvdlog.parse.native import NativeParser
 from hvdlog.parse.patterns import PATTERN_FILE, load_definitions
 
+pytestmark = pytest.mark.jvm
+
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "logstash" / "pipeline" / "horovod_native.rb"
 CONF = ROOT / "logstash" / "pipeline" / "horovod-native.conf"

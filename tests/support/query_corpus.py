@@ -19,6 +19,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from corpus.tools_required import horovodrun
+
 __all__ = ["FAULTS", "STRAGGLER", "STRAGGLER_RANKS", "STRAGGLER_STEPS", "Corpus", "corpus", "start"]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,9 +50,7 @@ class Corpus:
 
 
 def _horovodrun(args: list[str], console: Path, timeout_env: dict[str, str], ranks: int = 2) -> subprocess.Popen[bytes]:
-    exe = Path(sys.executable).with_name("horovodrun")
-    if not exe.exists():
-        raise RuntimeError(f"no horovodrun next to {sys.executable}: run `make test` (setup builds Horovod)")
+    exe = Path(horovodrun())
     with open(console, "wb") as out:
         return subprocess.Popen([str(exe), "-np", str(ranks), "-H", f"localhost:{ranks}", "--gloo", *args],
                                 stdout=out, stderr=subprocess.STDOUT, env=timeout_env)

@@ -20,6 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from corpus.tools_required import horovodrun
+
 REPO = Path(__file__).resolve().parents[2]
 #: SIGINT is Ctrl-C's KeyboardInterrupt in the watcher whoever started the suite: a suite run as a
 #: background job (`make test &`, `nohup`) hands its children SIGINT ignored, and Python keeps that.
@@ -95,7 +97,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, poll: floa
 
 def training_job(root: Path, job: str, *flags: str, np: int = 2) -> subprocess.Popen[bytes]:
     """``horovodrun -np 2 --gloo python training/train.py`` writing under ``root``; console in ``root/<job>.console``."""
-    exe = Path(sys.executable).with_name("horovodrun")
+    exe = Path(horovodrun())
     root.mkdir(parents=True, exist_ok=True)
     command = [str(exe), "-np", str(np), "--gloo", sys.executable, str(REPO / "training" / "train.py"),
                "--log-root", str(root), "--job", job, "--epochs", "1", *flags]

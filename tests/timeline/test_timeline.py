@@ -17,6 +17,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from corpus.tools_required import horovodrun
 
 from hvdlog.timeline.analysis import analyse_files, summarise
 from hvdlog.timeline.discover import find_timelines
@@ -195,7 +196,7 @@ TRAIN = REPO / "training" / "train.py"
 def _command(root: Path, job: str, *flags: str, mpi: bool = False, steps: int = 8) -> list[str]:
     launcher = ["--mpi", "--mpi-args=--allow-run-as-root --oversubscribe"] if mpi and os.geteuid() == 0 else (["--mpi"] if mpi else ["--gloo"])
     return [
-        str(Path(sys.executable).with_name("horovodrun")), "-np", "2", "-H", "localhost:2", *launcher, *flags,
+        str(Path(horovodrun())), "-np", "2", "-H", "localhost:2", *launcher, *flags,
         sys.executable, str(TRAIN), "--log-root", str(root), "--job", job, "--epochs", "1", "--steps-per-epoch", str(steps),
         "--straggler-rank", "1", "--straggler-delay", str(JOB_DELAY),
     ]
