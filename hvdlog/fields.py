@@ -70,7 +70,7 @@ DATASETS: Final = {
     " the reason in error.message, the original event as JSON text in event.original",
 }
 
-#: What a document that is evidence about a failure says (``hvdlog.evidence.kind``; docs/query.md, "Failure model").
+#: What a document that is evidence about a failure says (``hvdlog.evidence.kind``; docs/failure-model.md).
 EVIDENCE_KINDS: Final = (
     "exception", "signal", "exit_status", "peer_loss", "horovod_shutdown", "launcher_verdict", "expected_exit", "stall_report",
 )

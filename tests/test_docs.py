@@ -1,4 +1,4 @@
-"""Every command example in README.md and docs/query.md runs, on the very logs `make demo` makes.
+"""Every command example in README.md and docs/cli.md runs, on the very logs `make demo` makes.
 
 The demo's two real trainings (scripts/demo-train.sh: a stall, a crash) write ``demo-logs/``;
 each ``hvdlog …`` line of a ``sh`` code block then runs as a shell command in that folder
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DOCS = (REPO / "README.md", REPO / "docs" / "query.md")
+DOCS = (REPO / "README.md", REPO / "docs" / "cli.md")
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "UTC", "NO_COLOR": "1"}
 _BLOCK = re.compile(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```", re.MULTILINE | re.DOTALL)
 #: Options in the docs that belong to other programs.
@@ -137,7 +137,7 @@ def test_synopsis_options_exist() -> None:
             if match := re.match(r"hvdlog ([a-z-]+)", line.strip()):
                 for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line):
                     assert option in help_of(match[1]), (match[1], option)
-    text = (REPO / "docs" / "query.md").read_text()
+    text = (REPO / "docs" / "cli.md").read_text()
     every_help = "".join(help_of(command) for command in ("grep", "stalls", "stragglers", "first-failure", "parse", "timeline"))
     unknown = {option for option in re.findall(r"`(--[a-z][a-z-]*)", text) if option not in every_help} - _FOREIGN_OPTIONS
     assert not unknown, unknown
@@ -204,3 +204,31 @@ def test_certificate_example_names_are_accepted() -> None:
     for name in expanded:
         accepted = subprocess.run(["bash", "-c", f'node="$1"; [[ "$node" =~ {rule[1]} ]]', "_", name], timeout=30, check=False)
         assert accepted.returncode == 0, f"certs.sh refuses the documented node name {name!r}"
+
+
+def test_docs_index_lists_every_page() -> None:
+    """docs/README.md links every page under docs/ (and only pages that exist): the index is the way in."""
+    index = REPO / "docs" / "README.md"
+    listed = {target.partition("#")[0] for target in _LINK.findall(_BLOCK.sub("", index.read_text())) if not re.match(r"[a-z]+:", target)}
+    pages = {page.name for page in (REPO / "docs").glob("*.md") if page != index}
+    assert pages - listed == set(), f"pages missing from docs/README.md: {sorted(pages - listed)}"
+    assert {name for name in listed if name.endswith(".md")} - pages == set(), f"docs/README.md lists pages that do not exist: {sorted(listed - pages)}"
+
+
+_DOC_REFERENCE = re.compile(r"docs/([a-z-]+\.md)(?:,\s*\"?([A-Z][\w ]*[\w]))?")
+_SOURCES = {".py", ".rb", ".conf", ".yml", ".json", ".txt", ".sh", ".toml", ".md"}
+
+
+def test_docs_named_in_code_exist() -> None:
+    """A comment or docstring naming ``docs/PAGE.md`` (", Section") names a page and a heading that exist (pages were split by question)."""
+    texts = [p for p in REPO.rglob("*") if p.suffix in _SOURCES and p.is_file() and not {".git", "node_modules", "corpus", "results"} & set(p.parts)
+             and p.name != "CHANGELOG.md"]
+    headings = {page.name: {h.lower() for h in _HEADING.findall(_BLOCK.sub("", page.read_text()))} for page in (REPO / "docs").glob("*.md")}
+    wrong = []
+    for path in texts:
+        for page, section in _DOC_REFERENCE.findall(path.read_text(errors="replace")):
+            if page not in headings:
+                wrong.append(f"{path.relative_to(REPO)}: docs/{page} (no such page)")
+            elif section and not any(heading.replace("`", "").startswith(section.lower()) for heading in headings[page]):
+                wrong.append(f"{path.relative_to(REPO)}: docs/{page}, {section} (no such heading)")
+    assert texts and not wrong, wrong

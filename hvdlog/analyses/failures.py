@@ -1,4 +1,4 @@
-"""The first failure of a job: one model that reasons over evidence (docs/query.md, "Failure model").
+"""The first failure of a job: one model that reasons over evidence (docs/failure-model.md).
 
 Horovod jobs die in chains: one rank fails, Horovod shuts the others down, peers lose their
 connection, the launcher terminates the rest and prints a verdict. The parse step classified

@@ -9,7 +9,7 @@ needs (``when``), a field it needs (``has``), and where the rank the evidence is
 documents of level warning or above, unless the rule says ``any_level`` (launcher lines
 that stay info, such as Open MPI's box): most lines are never searched. The first rule that
 matches wins; a document no rule matches is no evidence. The failure model that reads these
-fields is hvdlog.analyses.failures (docs/query.md, "Failure model").
+fields is hvdlog.analyses.failures (docs/failure-model.md).
 """
 
 from __future__ import annotations
