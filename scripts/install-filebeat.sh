@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds a real Filebeat (the `filebeat` command of github.com/elastic/beats/v7) from the
 # Go module proxy into $HVDLOG_CACHE/filebeat-<version>/ and prints the binary's path on
-# stdout. Idempotent; the cold build is measured in docs/benchmarks.md (about 4.5 minutes
-# and 570 MB of downloads on 2 cores); only the ~70 MB binary is kept.
+# stdout. Idempotent; the cold build takes about 5 minutes
+# and 570 MB of downloads on 2 cores (README.md, the bootstrap table); only the ~70 MB binary is kept.
 #
 # Why 7.17: the proxy serves github.com/elastic/beats/v7 only at v7.x tags; the 8.x tags
 # are not valid versions of a /v7 module path, so 8.19 cannot be fetched this way. The
