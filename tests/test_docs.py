@@ -233,3 +233,12 @@ def test_docs_named_in_code_exist() -> None:
             elif section and not any(heading.replace("`", "").startswith(section.lower()) for heading in headings[page]):
                 wrong.append(f"{path.relative_to(REPO)}: docs/{page}, {section} (no such heading)")
     assert texts and not wrong, wrong
+
+
+def test_every_compose_variable_is_in_env_example() -> None:
+    """Each variable elk-compose.yml reads (`${NAME...}`) is explained in .env.example, the operator's only list of them."""
+    compose = (REPO / "elk-compose.yml").read_text()
+    example = (REPO / ".env.example").read_text()
+    read = set(re.findall(r"\$\{([A-Z_][A-Z0-9_]*)", compose))
+    listed = set(re.findall(r"^(?:#\s*)?([A-Z_][A-Z0-9_]*)=", example, re.MULTILINE))
+    assert read and not read - listed, f"in elk-compose.yml, not in .env.example: {sorted(read - listed)}"
