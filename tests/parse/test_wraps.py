@@ -89,3 +89,13 @@ def test_the_headless_openers_are_the_grammars() -> None:
     from hvdlog.parse.prefixes import _HEADLESS
 
     assert {opener.name for opener in grammar().opens} >= _HEADLESS
+
+
+def test_an_elastic_workers_capture_is_not_unwrapped() -> None:
+    """``<job>/<host>/pid-N.stdout.log`` names its stream, not its rank: it is written from a pipe
+    too. A core line as long as the longest so far is no piece of a wrapped line (the committed
+    elastic job's first core line took the next capture line into its message)."""
+    core = "[0]<stdout>:[2026-12-01 21:19:59.989419: I /tmp/horovod-0.28.1/horovod/common/operations.cc:689] [0]: Horovod initialized"
+    lines = [core, "2026-12-01T21:20:10.341165Z [0]<stdout>:native line at step 0 rank 0"]
+    docs = list(parse_lines(lines, path="logs/j1/vm/pid-24929.stdout.log"))
+    assert [doc["message"] for doc in docs] == ["Horovod initialized", "native line at step 0 rank 0"]
