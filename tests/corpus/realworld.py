@@ -61,6 +61,15 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
          ("first_failure",)),
         ("tf-device-matrix-not-ranks", "P11", "TF's device-matrix rows `0:   N Y` are read as rank tags",
          ("documents", "grep_rank")),
+        ("mpi-init-thread-errors-are-fatal", "B05", "Open MPI's `*** An error occurred in MPI_Init_thread` block is info",
+         ("documents", "first_failure", "grep_error")),
+        ("ci-pytest-timeout-exit-124", "F27", "a pytest `FAILED` verdict and the CI step's exit code are info",
+         ("documents", "first_failure", "grep_error")),
+        ("tf2-root-errors-wrapped-header", "F14", "`N root error(s) found.` without an exception type is info",
+         ("documents", "first_failure", "grep_error")),
+        ("thcudacheck-fail-rank4", "F22", "PyTorch's `THCudaCheck FAIL` line is info", ("documents",)),
+        ("openmpi-cuda-memcpy-box", "B07", "Open MPI's fatal CUDA box is info; the later abort is named, not the E line",
+         ("documents", "first_failure", "grep_error")),
     ) for aspect in aspects},
 }
 
