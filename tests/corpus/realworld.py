@@ -70,6 +70,13 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         ("thcudacheck-fail-rank4", "F22", "PyTorch's `THCudaCheck FAIL` line is info", ("documents",)),
         ("openmpi-cuda-memcpy-box", "B07", "Open MPI's fatal CUDA box is info; the later abort is named, not the E line",
          ("documents", "first_failure", "grep_error")),
+        ("ucx-pml-worker-errors", "F08", "UCX's `UCX  ERROR` and Open MPI's `pml_ucx.c:N  Error:` lines are info",
+         ("documents", "first_failure", "grep_error")),
+        ("spark-estimator-py4j-java-stack", "F26", "the Java stack after Py4JJavaError is info; its `Caused by:` is not the cause",
+         ("documents", "first_failure", "grep_error")),
+        ("ray-tune-horovod-trial-failure", "F30", "Ray's `<time> ERROR file.py:N -- ...` record is info", ("documents",)),
+        ("ray-and-app-logger-levels", "F25", "Ray's `WARNING ... --` and an application's `[ERROR]` record are info",
+         ("documents", "first_failure", "grep_error")),
     ) for aspect in aspects},
 }
 
