@@ -77,6 +77,10 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         ("ray-tune-horovod-trial-failure", "F30", "Ray's `<time> ERROR file.py:N -- ...` record is info", ("documents",)),
         ("ray-and-app-logger-levels", "F25", "Ray's `WARNING ... --` and an application's `[ERROR]` record are info",
          ("documents", "first_failure", "grep_error")),
+        ("openmpi-read-errno-flood", "F29", "Open MPI's `Read -1, expected N, errno = 1` flood is info, not a warning",
+         ("documents",)),
+        ("wrapped-tf-lines-gloo", "P10", "a benign `failed call to cuInit` E line on a rank that trains on is named the failure",
+         ("first_failure",)),
     ) for aspect in aspects},
 }
 
