@@ -39,8 +39,9 @@ ASPECTS = ("documents", "first_failure", "stalls", "grep_error", "grep_rank")
 _TEXT_FIELDS = ("message", "error.message", "error.stack_trace")
 
 #: Known wrong answers, each caused on the parsing side (hvdlog/parse, owner: the parse branch) or, for
-#: some survey cases, in the failure analysis (hvdlog/analyses/failures.py), as (case, aspect): reason. tests/parse/test_realworld.py runs them as strict xfails: once fixed, the
-#: test reports XPASS and fails until the entry is removed.
+#: some survey cases, in the failure analysis (hvdlog/analyses/failures.py), as (case, aspect): reason.
+#: tests/parse/test_realworld.py runs them as strict xfails: once fixed, the test reports XPASS and
+#: fails until the entry is removed.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     # Format families of the issue-41 survey that no rule knows yet (tests/corpus/realworld/FORMATS.md,
     # "Cases to add"): the shapes a safety net for unknown failure lines has to catch.
