@@ -13,14 +13,10 @@ import subprocess
 import sys
 
 import pytest
-from corpus.realworld import ASPECTS, RealCase, check, cli_answers, library_answers, real_cases
+from corpus.realworld import ASPECTS, KNOWN_GAPS, RealCase, check, cli_answers, library_answers, real_cases
 
 CASES = real_cases()
 _LIBRARY = ("documents", "first_failure", "stalls")
-
-#: Known wrong answers, each caused on the parsing side (hvdlog/parse, owner: the parse branch).
-#: Strict: once fixed, the test reports XPASS and fails until the entry is removed.
-KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 def _param(case: RealCase, aspect: str) -> object:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from corpus.realworld import RealCase, real_cases
+from corpus.realworld import KNOWN_GAPS, RealCase, real_cases
 from support.variants import variants
 
 from hvdlog.analyses.failures import FAILURE_EVENTS
@@ -71,7 +71,9 @@ def _captures() -> list[Any]:
 def test_realworld_case(case: RealCase) -> None:
     """Every real-world case: the same answers (and the analyses did answer on the ones that expect it)."""
     answers = _same([str(path) for path in case.inputs()], case.timezone)
-    if case.config.get("first_failure") not in (None, "none"):
+    # A known first-failure gap (corpus.realworld.KNOWN_GAPS) has its exit code asserted, as a
+    # strict xfail, by tests/parse/test_realworld.py's test_cli; here the two reads must still agree.
+    if case.config.get("first_failure") not in (None, "none") and (case.id, "first_failure") not in KNOWN_GAPS:
         assert answers["first-failure"][0] == 0, answers
 
 
