@@ -8,40 +8,53 @@ console, and only at ``--log-level INFO``. This command runs the launcher with:
 - ``--log-level INFO`` added to a ``horovodrun`` that does not choose a level itself;
 - ``--autotune-log-file <root>/<job>/autotune.csv`` added when ``--autotune`` is on and no
   log file is named (read back as ``autotune`` documents, :mod:`hvdlog.parse.autotune`);
-- its stdout and stderr passed through unchanged and also appended to
-  ``<root>/<job>/launcher.log``, each line after the UTC time it arrived (as the ranks' tee
-  does), so the driver's untimed lines can be put in order with the ranks' events. In an
-  elastic job (``--host-discovery-script``, ``--min-np`` or ``--max-np``) the workers' own
-  lines (``[i]<stdout>:``) are not copied there: the tag is the index the worker was spawned
-  with, not its rank after a reset, and each worker's capture keeps those lines with the
-  rank it had when it printed them.
+- its stdout and stderr passed through (secrets redacted, as in every file hvdlog writes) and
+  also appended to ``<root>/<job>/launcher.log``, each line after the UTC time it arrived (as
+  the ranks' tee does), so the driver's untimed lines can be put in order with the ranks'
+  events. In an elastic job (``--host-discovery-script``, ``--min-np`` or ``--max-np``) the
+  workers' own lines (``[i]<stdout>:``) are not copied there: the tag is the index the worker
+  was spawned with, not its rank after a reset, and each worker's capture keeps those lines
+  with the rank it had when it printed them.
 
-SIGINT and SIGTERM are passed on to the launcher; the exit status is the launcher's.
+The copying is done by a process of its own (:mod:`hvdlog.cli.run_tee`), started before the
+launcher, so that logging never hurts the job: when our console goes away (``| head -1``, a
+closed terminal) the launcher runs on and launcher.log still gets everything; when this
+process is killed (SIGKILL) or hung up, the tee serves the launcher until it ends. A full disk
+costs lines of launcher.log (whole lines, counted, said once on stderr), never the status.
+
+The job's folder is made 0750 and launcher.log (and the autotune log) 0640, as the ranks make
+theirs. SIGINT and SIGTERM are passed on to the launcher; a SIGHUP is not (a terminal that
+hangs up sends the launcher its own), and we stay for its status. The exit status is always
+the launcher's (128 + N when signal N ended it); 2 only when it could not be started.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Final
+from typing import Final
 
 import click
 
 from hvdlog import layout
+from hvdlog.runtime.writer import FILE_MODE, make_private_dirs
 
 __all__ = ["LAUNCHER_LOG", "WORKER_LINE", "is_elastic_launch", "launcher_command", "run"]
 
 #: The launcher's console in the job's folder (``<root>/<job>/launcher.log``).
 LAUNCHER_LOG: Final = "launcher.log"
 AUTOTUNE_LOG: Final = "autotune.csv"
-_ARRIVAL_LENGTH: Final = len("2026-11-30T14:35:49.123456Z ")
+_CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+_TEE_START: Final = 60.0  # seconds the console tee may take to start (a loaded machine)
+_TEE_GRACE: Final = 10.0  # seconds the tee may take to write out the console after the launcher ended
 
 
 def _option_given(arguments: Sequence[str], name: str) -> bool:
@@ -73,47 +86,6 @@ def is_elastic_launch(command: Sequence[str]) -> bool:
     return any(_option_given(command, name) for name in ("--host-discovery-script", "--min-np", "--max-np"))
 
 
-def _arrival(seconds: float) -> bytes:
-    micros = int(seconds * 1_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(micros // 1_000_000)).encode() + f".{micros % 1_000_000:06d}Z ".encode()
-
-
-class _Tee:
-    """Copies one of the launcher's streams to our own and, line by line, to launcher.log."""
-
-    def __init__(self, log: IO[bytes], lock: threading.Lock, skip_workers: bool = False) -> None:
-        self.log, self.lock, self.skip_workers = log, lock, skip_workers
-
-    def copy(self, source: IO[bytes], console: IO[bytes]) -> None:
-        partial, started = b"", 0.0
-        while chunk := source.read1(65536):  # type: ignore[attr-defined]
-            now = time.time()
-            console.write(chunk)
-            console.flush()
-            data, lines = partial + chunk, []
-            started = started or now
-            while (end := data.find(b"\n")) >= 0:
-                lines.append(_arrival(started) + data[: end + 1])
-                data, started = data[end + 1 :], now
-            partial = data
-            if not partial:
-                started = 0.0
-            self._write(lines)
-        if partial:
-            self._write([_arrival(started or time.time()) + partial + b"\n"])
-
-    def _write(self, lines: list[bytes]) -> None:
-        if self.skip_workers:
-            lines = [line for line in lines if not WORKER_LINE.match(line, _ARRIVAL_LENGTH)]
-        if lines:
-            with self.lock:
-                try:
-                    self.log.write(b"".join(lines))
-                    self.log.flush()
-                except OSError as exc:  # a full disk must not stop the job's console
-                    click.echo(f"hvdlog run: cannot write the launcher log ({exc.strerror})", err=True)
-
-
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None, help="Logs root (HVDLOG_ROOT, else ./hvdlog-logs).")
 @click.option("--job", default=None, help="Job id for every worker (HVDLOG_JOB, else the command's name and the start time).")
@@ -129,39 +101,109 @@ def run(root: Path | None, job: str | None, command: tuple[str, ...]) -> None:
     name = job or os.environ.get("HVDLOG_JOB") or f"{Path(command[-1]).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     job_id = layout.safe_job_id(name)
     job_dir = root.absolute() / job_id
-    try:
-        job_dir.mkdir(parents=True, exist_ok=True)
-        log = open(job_dir / LAUNCHER_LOG, "ab")  # noqa: SIM115 - closed after the launcher ends
-    except OSError as exc:
-        raise SystemExit(f"cannot write {job_dir / LAUNCHER_LOG}: {exc.strerror}") from None  # exit 2
-    env = {**os.environ, "HVDLOG_JOB": job_id, "HVDLOG_ROOT": str(root.absolute())}
     arguments = launcher_command(command, job_dir)
+    _prepare(job_dir, arguments)
+    env = {**os.environ, "HVDLOG_JOB": job_id, "HVDLOG_ROOT": str(root.absolute())}
     click.echo(f"hvdlog run: job {job_id}, launcher console in {job_dir / LAUNCHER_LOG}", err=True)
+    status = _launch(arguments, env, job_dir / LAUNCHER_LOG, skip_workers=is_elastic_launch(arguments))
+    # The one place the launcher's exit status is known (the run's result is recorded from here).
+    sys.exit(status)
+
+
+def _prepare(job_dir: Path, arguments: Sequence[str]) -> None:
+    """The job's folder (0750) and our files in it (0640), as the ranks make theirs; exit 2 if
+    they cannot be made. An autotune log is created here because Horovod keeps an existing
+    file's mode (it opens it with ``trunc``) but creates a new one 0644."""
+    files = [job_dir / LAUNCHER_LOG]
+    if str(job_dir / AUTOTUNE_LOG) in arguments:
+        files.append(job_dir / AUTOTUNE_LOG)
+    path = job_dir
     try:
-        process = subprocess.Popen(arguments, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        make_private_dirs(job_dir)
+        for path in files:
+            os.close(os.open(path, _CREATE, FILE_MODE))
     except OSError as exc:
-        log.close()
-        raise SystemExit(f"cannot run {arguments[0]}: {exc.strerror}") from None  # exit 2
-    code = _follow(process, log, skip_workers=is_elastic_launch(arguments))
-    sys.exit(code)
+        raise SystemExit(f"cannot write {path}: {exc.strerror}") from None  # exit 2
 
 
-def _follow(process: subprocess.Popen[bytes], log: IO[bytes], *, skip_workers: bool) -> int:
-    """Tee both streams until the launcher ends; signals go to it. Returns its exit status."""
-    tee = _Tee(log, threading.Lock(), skip_workers)
-    threads = [
-        threading.Thread(target=tee.copy, args=(process.stdout, sys.stdout.buffer), daemon=True),
-        threading.Thread(target=tee.copy, args=(process.stderr, sys.stderr.buffer), daemon=True),
-    ]
-    for thread in threads:
-        thread.start()
-    previous = {sig: signal.signal(sig, lambda signum, _frame: process.send_signal(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+def _launch(arguments: list[str], env: dict[str, str], log: Path, *, skip_workers: bool) -> int:
+    """Start the console tee, then the launcher on the tee's pipes; returns the launcher's status."""
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:  # a hang-up is the launcher's to take (see _follow)
+        signal.signal(signal.SIGHUP, _stay)  # a handler, unlike SIG_IGN, is not inherited: the launcher keeps SIG_DFL
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    try:
+        tee = _start_tee(log, [(out_read, 1), (err_read, 2)], skip_workers=skip_workers)
+    except OSError as exc:
+        for fd in (out_write, err_write):
+            os.close(fd)
+        raise SystemExit(f"cannot start hvdlog run's console tee: {exc.strerror or exc}") from None  # exit 2
+    finally:
+        for fd in (out_read, err_read):  # the tee holds them now: a reader that outlives us
+            os.close(fd)
+    try:
+        process = subprocess.Popen(arguments, env=env, stdout=out_write, stderr=err_write)
+    except OSError as exc:
+        failed: OSError | None = exc
+    else:
+        failed = None
+    finally:
+        for fd in (out_write, err_write):  # the launcher's own copies are the only writers left
+            os.close(fd)
+    if failed is not None:
+        tee.wait()
+        raise SystemExit(f"cannot run {arguments[0]}: {failed.strerror}") from None  # exit 2
+    return _follow(process, tee, log)
+
+
+def _stay(_signum: int, _frame: object) -> None:
+    """SIGHUP: we stay to return the launcher's status (see _follow)."""
+
+
+def _start_tee(log: Path, pipes: list[tuple[int, int]], *, skip_workers: bool) -> subprocess.Popen[bytes]:
+    """``python -I -S run_tee.py`` on the pipes' read ends, once it says it is ready (it loads
+    stdlib files only, so it never imports hvdlog or the CLI's libraries)."""
+    ready_read, ready_write = os.pipe()
+    spec = {"log": str(log), "pipes": pipes, "ready": ready_write, "skip": WORKER_LINE.pattern.decode() if skip_workers else None}
+    script = Path(__file__).with_name("run_tee.py")
+    try:
+        tee = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(script), json.dumps(spec)],
+            stdin=subprocess.DEVNULL, pass_fds=[ready_write, *(pipe for pipe, _ in pipes)],
+        )
+    finally:
+        os.close(ready_write)
+    try:
+        ready, _, _ = select.select([ready_read], [], [], _TEE_START)
+        answer = os.read(ready_read, 1) if ready else b""
+    finally:
+        os.close(ready_read)
+    if answer != b"r":
+        tee.kill()
+        tee.wait()
+        raise OSError(f"it did not start (status {tee.returncode})")
+    return tee
+
+
+def _follow(process: subprocess.Popen[bytes], tee: subprocess.Popen[bytes], log: Path) -> int:
+    """Wait for the launcher (SIGINT and SIGTERM passed on to it), then for the tee to write out
+    its console; returns the launcher's exit status (128 + N for signal N).
+
+    A SIGHUP of ours is not passed on (a terminal that hangs up sends the launcher its own): we stay
+    to return the launcher's status. Killed (SIGKILL), we leave the tee serving the launcher.
+    """
+    forward = {sig: lambda signum, _frame: process.send_signal(signum) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig, handler in forward.items()}  # after the start: the launcher keeps our dispositions
     try:
         code = process.wait()
-        for thread in threads:
-            thread.join(timeout=10)
+        try:
+            tee.wait(timeout=_TEE_GRACE)
+        except subprocess.TimeoutExpired:
+            click.echo(f"hvdlog run: the launcher ended, but processes it started still hold its console (copied on to {log})", err=True)
+        else:
+            if tee.returncode:
+                click.echo(f"hvdlog run: the console tee ended with status {tee.returncode}; {log} may miss lines", err=True)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        log.close()
     return code if code >= 0 else 128 - code

@@ -108,10 +108,8 @@ def parse_lines(
     prefixes = PrefixMemory(neighbours="rank" not in base)
     splitter = TagSplitter(prefixes.strip, prefixes.learn)
     sniff_json = "horovod.launcher.stream" not in base
-    # A file whose path names its rank or its stream (an elastic worker's pid-N.stdout.log) is a
-    # capture written from a pipe: no terminal wrapped it.
-    console = "rank" not in base and "horovod.launcher.stream" not in base
-    for text in _texts(lines, console=console):
+    # a path naming its rank or stream (pid-N.stdout.log too) is a capture no terminal wrapped
+    for text in _texts(lines, console="rank" not in base and "horovod.launcher.stream" not in base):
         line, arrival = split_arrival(text)
         if sniff_json and line[:1] == "{":
             doc = decode_event(line, path)

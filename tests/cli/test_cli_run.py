@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ ARRIVAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ")
 def hvdlog_run(tmp_path: Path, *command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hvdlog", "run", "--root", str(tmp_path), "--job", "j", "--", *command],
-        capture_output=True, text=True, timeout=timeout, check=False,
+        capture_output=True, text=True, timeout=timeout, check=False, preexec_fn=lambda: os.umask(0o022),
         env={key: value for key, value in os.environ.items() if key != "HVDLOG_JOB"},
     )
 
@@ -91,6 +92,24 @@ class TestRun:
         assert sorted(said, key=str) == [(0, "Horovod initialized"), (0, "hello"), (1, "Horovod initialized"), (1, "hello")], said
 
     @pytest.mark.horovod
+    def test_real_horovodrun_verbose_env_is_redacted(self, tmp_path: Path) -> None:
+        """``MY_API_TOKEN=... hvdlog run -- horovodrun --verbose --gloo -np 1``: horovodrun prints the
+        worker's ``env ... MY_API_TOKEN=...`` command line; launcher.log (0640, in a 0750 folder) and
+        the console have ``[REDACTED]`` in its place (the token was in both, 0644 in a 0755 folder)."""
+        token = "tok_Zq81mWc3pX0vN5bT"  # noqa: S105 - a made-up secret the test must see redacted
+        done = subprocess.run(
+            [sys.executable, "-m", "hvdlog", "run", "--root", str(tmp_path), "--job", "j", "--",
+             "horovodrun", "--verbose", "--gloo", "-np", "1", sys.executable, "-c", "print('hi')"],
+            capture_output=True, text=True, timeout=240, check=False, preexec_fn=lambda: os.umask(0o022),
+            env={**{key: value for key, value in os.environ.items() if key != "HVDLOG_JOB"}, "MY_API_TOKEN": token},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        log = (tmp_path / "j" / "launcher.log").read_text()
+        assert "MY_API_TOKEN=[REDACTED]" in log and "MY_API_TOKEN=[REDACTED]" in done.stdout, log[-2000:]
+        assert token not in log + done.stdout + done.stderr
+        assert [stat.S_IMODE(path.stat().st_mode) for path in (tmp_path / "j", tmp_path / "j" / "launcher.log")] == [0o750, 0o640]
+
+    @pytest.mark.horovod
     def test_real_autotune(self, tmp_path: Path) -> None:
         """horovodrun --autotune through hvdlog run: Horovod writes its autotune log into the job's
         folder, read back as autotune documents and one line for stragglers."""
@@ -101,6 +120,7 @@ class TestRun:
         tuning = ("--autotune", "--autotune-warmup-samples", "1", "--autotune-steps-per-sample", "2", "--autotune-bayes-opt-max-samples", "3")
         done = hvdlog_run(tmp_path, "horovodrun", "--gloo", "-np", "2", *tuning, sys.executable, "-c", script, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
+        assert stat.S_IMODE((tmp_path / "j" / "autotune.csv").stat().st_mode) == 0o640  # created by hvdlog run, kept by Horovod
         docs = list(autotune_documents(tmp_path / "j" / "autotune.csv"))
         assert len(docs) >= 4 and {doc["job"] for doc in docs} == {"j"}
         (line,) = autotune_line([tmp_path / "j"])

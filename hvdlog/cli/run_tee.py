@@ -1,0 +1,203 @@
+"""The console tee of ``hvdlog run``: its own process, stdlib only.
+
+Started by :mod:`hvdlog.cli.run` as ``python -I -S .../hvdlog/cli/run_tee.py SPEC`` before the
+launcher, it holds the read ends of the launcher's stdout and stderr pipes. It is a process of
+its own, not a thread of ``hvdlog run``, so the launcher's output keeps flowing when
+``hvdlog run`` is killed (SIGKILL too) or hung up: a launcher whose reader died would get
+``BrokenPipeError`` at its next print. For each stream it:
+
+- redacts secrets with the ranks' own redactor (``hvdlog/runtime/secrets.py``, loaded by path),
+  holding back only trailing bytes that could still start a secret;
+- writes the bytes through to the console at once; a console that is gone (``| head -1``
+  exited, the terminal closed: EPIPE, EIO, ...) is dropped and the launcher is read on, so it
+  never blocks or dies for want of a reader;
+- appends whole lines to ``launcher.log`` through the ranks' writer
+  (``hvdlog/runtime/writer.py``: 0640, ``O_NOFOLLOW``, a short write on a full disk taken back,
+  one warning on stderr, the count said and noted in the file when writing works again), each
+  line after the UTC time its first byte arrived. A line longer than 1 MiB without a newline
+  (``\\r`` progress bars) is written in 1 MiB pieces; the unfinished line is kept in a
+  ``bytearray``, so output without newlines costs linear time.
+
+In an elastic job the workers' tagged lines are not copied to the file (see
+:data:`hvdlog.cli.run.WORKER_LINE`). It ignores SIGINT, SIGTERM, SIGHUP and SIGPIPE (those are
+for the launcher) and exits at EOF on both pipes, when the launcher and everything it started
+that shares its console are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib.util
+import json
+import os
+import re
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the checker only: at run time these are loaded by path (see _load)
+    from hvdlog.runtime.secrets import Redactor
+    from hvdlog.runtime.writer import RankFileWriter
+
+READ_SIZE = 65536
+MAX_LINE = 1 << 20  # a "line" longer than this without a newline is written in pieces
+_ARRIVAL_LENGTH = len("2026-11-30T14:35:49.123456Z ")
+_GONE = (errno.EPIPE, errno.EBADF, errno.EIO, errno.ENXIO)  # the console's reader or terminal went away
+
+
+def _load(folder: str, name: str) -> ModuleType:
+    """Load a stdlib-only file of the package as a private module (no package import)."""
+    path = Path(__file__).resolve().parent.parent / folder / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_hvdlog_run_tee_{name}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def arrival_prefix(seconds: float) -> bytes:
+    """``YYYY-MM-DDTHH:MM:SS.ffffffZ `` for a UTC epoch time."""
+    micros = int(seconds * 1_000_000)
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(micros // 1_000_000))
+    return f"{whole}.{micros % 1_000_000:06d}Z ".encode()
+
+
+class Stream:
+    """One of the launcher's streams: pipe in, console and launcher.log out."""
+
+    def __init__(self, console: int, writer: RankFileWriter, redactor: Redactor | None, skip: re.Pattern[bytes] | None) -> None:
+        self.console, self.writer, self.redactor, self.skip = console, writer, redactor, skip
+        self.pending = b""  # may still be the start of a secret
+        self.partial = bytearray()  # the current line, not yet ended by a newline (amortised appends)
+        self.line_time: float | None = None  # when the current line's first byte arrived
+
+    def feed(self, chunk: bytes, now: float) -> None:
+        if self.line_time is None:
+            self.line_time = now
+        data = self.pending + chunk
+        hold = 0
+        if self.redactor:
+            data = self.redactor(data)
+            hold = self.redactor.holdback(data)
+        out, self.pending = data[: len(data) - hold], data[len(data) - hold :]
+        if out:
+            self._console(out)
+            self._file(out, now)
+
+    def flush(self, now: float) -> None:
+        """At EOF: the held-back bytes and the unfinished line (a newline added in the file)."""
+        if self.pending:
+            self._console(self.pending)
+            self._file(self.pending, now)
+            self.pending = b""
+        if self.partial:
+            self._write([arrival_prefix(self.line_time or now) + bytes(self.partial) + b"\n"])
+            self.partial.clear()
+        self.line_time = None
+
+    def _file(self, out: bytes, now: float) -> None:
+        lines = []
+        arrived = self.line_time if self.line_time is not None else now
+        start = 0
+        while (end := out.find(b"\n", start)) != -1:
+            if self.partial:
+                self.partial += out[start : end + 1]
+                lines.append(arrival_prefix(arrived) + bytes(self.partial))
+                self.partial.clear()
+            else:
+                lines.append(arrival_prefix(arrived) + out[start : end + 1])
+            arrived, start = now, end + 1
+        self.partial += out[start:]
+        if len(self.partial) >= MAX_LINE:
+            lines.append(arrival_prefix(arrived) + bytes(self.partial) + b"\n")
+            self.partial.clear()
+            arrived = now
+        self.line_time = arrived if (self.partial or self.pending) else None
+        if lines:
+            self._write(lines)
+
+    def _write(self, lines: list[bytes]) -> None:
+        if self.skip is not None:
+            lines = [line for line in lines if not self.skip.match(line, _ARRIVAL_LENGTH)]
+        # One write for the batch; when it does not fit (a full disk) line by line, so the file
+        # keeps every line that fits and the count covers exactly the lines that did not.
+        if lines and not self.writer.write(b"".join(lines), count_drop=False):
+            for line in lines:
+                self.writer.write(line)
+
+    def _console(self, data: bytes) -> None:
+        """Write through to the console; once it is gone, stop trying (the file still gets it all)."""
+        if self.console < 0:
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.console, view) :]
+        except OSError as exc:
+            if exc.errno in _GONE:
+                self.console = -1
+
+
+def _drop_note(count: int, reason: str) -> bytes:
+    """The line launcher.log gets where lines are missing (written when writing works again)."""
+    return arrival_prefix(time.time()) + f"hvdlog run: {count} lines of this console could not be written here ({reason})\n".encode()
+
+
+def _streams(spec: dict[str, Any]) -> dict[int, Stream]:
+    """One stream per pipe, both appending to the one launcher.log."""
+    secrets, writer_module = _load("runtime", "secrets"), _load("runtime", "writer")
+    redactor = secrets.Redactor(secrets.secret_values()) if spec.get("redact", True) else None
+    writer = writer_module.RankFileWriter()
+    writer.console_fd = 2
+    writer.fallback_console = False  # the console already has these bytes
+    writer.drop_note = _drop_note
+    writer.open(spec["log"], 0, 0)
+    skip = re.compile(spec["skip"].encode()) if spec.get("skip") else None
+    return {pipe: Stream(console, writer, redactor, skip) for pipe, console in spec["pipes"]}
+
+
+def _said_at_end(streams: list[Stream]) -> None:
+    """Lines still dropped when the launcher ended (the disk never came back): said once."""
+    writer = streams[0].writer if streams else None
+    if writer is not None and writer.dropped:
+        message = f"hvdlog run: {writer.dropped} lines of the launcher's console are missing from {writer.path} ({writer.drop_reason})\n"
+        with contextlib.suppress(OSError):
+            os.write(2, message.encode())
+    if writer is not None:
+        writer.close()
+
+
+def main(spec: dict[str, Any]) -> int:
+    """Tee until EOF on every pipe."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    streams = _streams(spec)
+    every = list(streams.values())
+    with contextlib.suppress(OSError):  # hvdlog run starts the launcher only now (if it is still there)
+        os.write(spec["ready"], b"r")
+        os.close(spec["ready"])
+    poller = select.poll()
+    for pipe in streams:
+        poller.register(pipe, select.POLLIN)
+    while streams:
+        for pipe, _ in poller.poll():
+            try:
+                chunk = os.read(pipe, READ_SIZE)
+            except OSError:
+                chunk = b""
+            if chunk:
+                streams[pipe].feed(chunk, time.time())
+                continue
+            streams.pop(pipe).flush(time.time())  # EOF: every writer of this pipe is gone
+            poller.unregister(pipe)
+    _said_at_end(every)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(json.loads(sys.argv[1])))
