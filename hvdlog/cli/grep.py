@@ -9,6 +9,7 @@ import time
 from collections import deque
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import click
 import orjson
@@ -130,7 +131,7 @@ class _Shown:
         self.keys: set[bytes] = set()
         self.size = size
 
-    def put(self, doc: Document, out: queue.Queue[Document | _Ended]) -> None:
+    def put(self, doc: Document, out: queue.Queue[Any]) -> None:
         key = orjson.dumps(doc, default=str, option=orjson.OPT_SORT_KEYS)
         if key in self.keys:
             return

@@ -2,33 +2,41 @@
 
 The sources and filters are ``grep -f``'s (PATHs and/or ``--es``); the detectors are
 :mod:`hvdlog.watch.detectors`, delivery (webhooks, commands, retries, the spool) is
-:mod:`hvdlog.watch.delivery`. Every alert is also printed on stdout.
+:mod:`hvdlog.watch.delivery`. Every alert is also printed on stdout. An Elasticsearch poll that
+fails is retried with backoff, as ``grep -f --es`` does. Exit status: 0, or
+:data:`EXIT_ALERTS_LOST` when an alert could be neither delivered nor spooled, else 2 when a
+source failed.
 """
 
 from __future__ import annotations
 
 import queue
 import signal
+import sys
 import threading
 import time
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 
-from hvdlog.cli.options import Run, source_options, warn
+from hvdlog.cli.grep import _Backoff, _Shown  # grep -f --es's retry policy, shared
+from hvdlog.cli.options import Run, fail, source_options, warn
 from hvdlog.cli.output import Printer
-from hvdlog.documents import Document, get_field, job_of
-from hvdlog.layout import safe_job_id
+from hvdlog.cli.text import sentence
+from hvdlog.documents import Document, job_of
 from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.source import Source, SourceError
 from hvdlog.watch.delivery import Command, Dispatcher, Target, Webhook, discover_link, safe_url
 from hvdlog.watch.detectors import Alert, Watcher
+from hvdlog.watch.spool import Spool, SpoolError, default_spool_dir
 
-__all__ = ["SPOOL_NAME", "watch"]
+__all__ = ["EXIT_ALERTS_LOST", "watch"]
 
-#: The spool's file name in the job's folder (not ``.jsonl``/``.log``: no walker takes it for a rank's log).
-SPOOL_NAME = "hvdlog-watch.spool"
+#: The exit status when at least one alert could be neither delivered nor spooled (each said on stderr).
+EXIT_ALERTS_LOST: Final = 3
 #: How far back (s) each poll of Elasticsearch looks again for documents indexed late.
 ES_LOOK_BACK_S = 15.0
 _MARKS = {"firing": ("ALERT", "bold red"), "update": ("UPDATE", "red"), "resolved": ("RESOLVED", "green")}
@@ -48,7 +56,8 @@ _MARKS = {"firing": ("ALERT", "bold red"), "update": ("UPDATE", "red"), "resolve
 @click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.05), help="Seconds between polls and checks.")
 @click.option("--from-start", is_flag=True, help="Read what the files (or the index) already hold first (default: from now on).")
 @click.option("--exit-when-finished", is_flag=True, help="Stop once every watched job has finished (its job_finished alert sent).")
-@click.option("--spool-dir", type=click.Path(file_okay=False), help="Where undeliverable alerts wait [default: the job's folder; with --es, .].")
+@click.option("--spool-dir", type=click.Path(file_okay=False), help="Where undeliverable alerts wait, signed; the watcher's own directory "
+              "[default: $XDG_STATE_HOME/hvdlog/watch-spool, or ~/.local/state/hvdlog/watch-spool].")
 @click.option("--retries", default=4, show_default=True, type=click.IntRange(min=1), help="Tries per alert and target before spooling.")
 @source_options
 def watch(run: Run, **options: Any) -> None:
@@ -56,19 +65,23 @@ def watch(run: Run, **options: Any) -> None:
 
     Each alert is printed and sent once per episode (later news of the same episode as an
     update or "resolved") to every --webhook and --exec. Delivery is retried with backoff
-    (at most 10 s between tries); an alert that still fails is spooled to a file in the job's
-    folder, reported on stderr and delivered later. Runs until Ctrl-C (or --exit-when-finished).
+    (at most 10 s between tries; redirects are not followed); an alert that still fails is
+    spooled in the watcher's own --spool-dir, reported on stderr and delivered later, once.
+    Runs until Ctrl-C (or --exit-when-finished). Exit status 3 when an alert could be neither
+    delivered nor spooled, 2 when a source failed, else 0.
     """
     targets: list[Target] = [Webhook(url, options["webhook_format"]) for url in options["webhooks"]]
     targets += [Command(cmd) for cmd in options["commands"]]
-    spool = _Spool(run, options.get("spool_dir"))
-    dispatcher = Dispatcher(targets, spool.path_of, warn, tries=options["retries"])
-    for path in spool.existing():
-        dispatcher.add_spool(path)
+    spool = Spool(Path(options["spool_dir"]) if options.get("spool_dir") else default_spool_dir(), warn)
+    try:
+        spool.open()
+    except SpoolError as exc:
+        fail(str(exc))
+    dispatcher = Dispatcher(targets, spool, warn, tries=options["retries"])
     dispatcher.start()
     for target in targets:
         click.echo(f"hvdlog: watch: alerts go to {target.label}", err=True)
-    session = _Session(run, options, dispatcher, spool)
+    session = _Session(run, options, dispatcher)
     signal.signal(signal.SIGTERM, _interrupt)  # systemctl stop: deliver (or spool) what is queued first
     try:
         session.loop()
@@ -76,6 +89,9 @@ def watch(run: Run, **options: Any) -> None:
         pass
     finally:
         dispatcher.close()
+    if dispatcher.lost:
+        click.echo(f"hvdlog: error: {dispatcher.lost} alert(s) could be neither delivered nor spooled (see above)", err=True)
+        sys.exit(EXIT_ALERTS_LOST)
     run.exit(True)
 
 
@@ -86,8 +102,8 @@ def _interrupt(signum: int, frame: object) -> None:
 class _Session:
     """The polling loop: sources' followers feed the detectors; due alerts are printed and dispatched."""
 
-    def __init__(self, run: Run, options: dict[str, Any], dispatcher: Dispatcher, spool: _Spool) -> None:
-        self.run, self.dispatcher, self.spool = run, dispatcher, spool
+    def __init__(self, run: Run, options: dict[str, Any], dispatcher: Dispatcher) -> None:
+        self.run, self.dispatcher = run, dispatcher
         self.interval: float = options["interval"]
         self.all_jobs: bool = options["all_jobs"] or bool(run.spec.jobs)
         self.until_finished: bool = options["exit_when_finished"]
@@ -100,16 +116,39 @@ class _Session:
         self.ignored: set[Any] = set()
 
     def _pump(self, source: Source) -> None:
-        try:
-            follow = source.follow(self.run.spec, self.interval, from_start=self.from_start, wait=True)
-            if isinstance(source, ElasticsearchSource):  # shippers deliver the ranks' lines out of order: look back
-                follow = source.follow(self.run.spec, self.interval, from_start=self.from_start, wait=True, lag=ES_LOOK_BACK_S)
-            for doc in follow:
-                self.found.put(doc)
-        except SourceError as exc:
-            self.found.put(f"{source.label}: {exc}")
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
-            self.found.put(exc)
+        """Follow one source; an Elasticsearch poll that fails is retried with backoff (1, 2, 4 ... 30 s, said
+        on stderr), and once it answers, what was indexed since the failure is read first."""
+        elastic = isinstance(source, ElasticsearchSource)
+        retries, from_start, resume = _Backoff(self.interval), self.from_start, None
+        shown = _Shown()  # the catch-up after a retry reads some documents again: each reaches the detectors once
+        while True:
+            started = time.monotonic()
+            try:
+                if resume is not None:
+                    since = max(resume, self.run.spec.since) if self.run.spec.since is not None else resume
+                    for doc in source.search(replace(self.run.spec, since=since)):
+                        shown.put(doc, self.found)
+                    resume = None
+                # shippers deliver the ranks' lines out of order: look back
+                lag = {"lag": ES_LOOK_BACK_S} if elastic else {}
+                for doc in source.follow(self.run.spec, self.interval, from_start=from_start, wait=True, **lag):
+                    if elastic:
+                        shown.put(doc, self.found)
+                    else:
+                        self.found.put(doc)
+            except SourceError as exc:
+                if elastic:  # Elasticsearch restarting, a network blip: wait, say so, poll again
+                    if resume is None:
+                        resume = datetime.now(timezone.utc) - timedelta(seconds=self.interval + ES_LOOK_BACK_S + 1)
+                    from_start = False
+                    delay = retries.next(time.monotonic() - started)
+                    warn(f"{source.label}: {sentence(str(exc)).rstrip('.')}; retrying in {delay:g} s")
+                    time.sleep(delay)
+                    continue
+                self.found.put(f"{source.label}: {exc}")
+            except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which raises it
+                self.found.put(exc)
+            return
 
     def loop(self) -> None:
         for source in self.run.sources:
@@ -147,7 +186,6 @@ class _Session:
                     self.ignored.add(job)
                     warn(f"job {job} is not watched (watching {self.chosen}); use --all-jobs or --job")
                 return
-        self.spool.learn(doc)
         self.watcher.add(doc, time.time())
 
     def _emit(self, alert: Alert) -> None:
@@ -166,37 +204,3 @@ class _Session:
         self.printer.flush()
         self.dispatcher.submit(payload)
 
-
-class _Spool:
-    """Where a job's undeliverable alerts go: ``<job folder>/hvdlog-watch.spool`` (or ``--spool-dir``)."""
-
-    def __init__(self, run: Run, spool_dir: str | None) -> None:
-        self.dir = Path(spool_dir) if spool_dir else None
-        self.paths = [Path(p) for p in getattr(run.sources[0], "paths", [])] if run.sources else []
-        self.folders: dict[Any, Path] = {}
-
-    def learn(self, doc: Document) -> None:
-        """The job's folder, from the path of a file of our layout: ``<root>/<job>/<host>/rank-N.jsonl``."""
-        job = job_of(doc)
-        if job in self.folders or self.dir is not None:
-            return
-        path = get_field(doc, "log.file.path")
-        if isinstance(path, str) and Path(path).parent.parent.name == str(job) and Path(path).exists():
-            self.folders[job] = Path(path).parent.parent
-
-    def path_of(self, alert: dict[str, Any]) -> Path:
-        job = alert.get("job")
-        if self.dir is not None:
-            return self.dir / f"{safe_job_id(str(job))}.{SPOOL_NAME}"
-        folder = self.folders.get(job)
-        return folder / SPOOL_NAME if folder is not None else Path.cwd() / f"{safe_job_id(str(job))}.{SPOOL_NAME}"
-
-    def existing(self) -> list[Path]:
-        """Spools left by an earlier run under the watched paths (or in --spool-dir)."""
-        if self.dir is not None:
-            return sorted(self.dir.glob(f"*.{SPOOL_NAME}")) if self.dir.is_dir() else []
-        found: list[Path] = []
-        for path in self.paths:
-            if path.is_dir():
-                found += [p for p in (path / SPOOL_NAME, *path.glob(f"*/{SPOOL_NAME}")) if p.is_file()]
-        return found

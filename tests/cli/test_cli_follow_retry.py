@@ -16,11 +16,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from support.tcp_forwarder import forwarder
 
 REPO = Path(__file__).resolve().parents[2]
 INDEX = "hvdlog-retry-test"
@@ -30,40 +30,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
-
-
-@contextlib.contextmanager
-def forwarder(port: int, target: tuple[str, int]) -> Iterator[None]:
-    """127.0.0.1:port -> target, byte for byte, one thread pair per connection."""
-    server = socket.create_server(("127.0.0.1", port))
-    stop = threading.Event()
-
-    def pipe(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
-
-    def serve() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                client, _ = server.accept()
-            except (TimeoutError, OSError):
-                continue
-            upstream = socket.create_connection(target)
-            threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(5)
-        server.close()
 
 
 def start_following(port: int) -> tuple[subprocess.Popen[str], queue.Queue[str], queue.Queue[str]]:

@@ -1,4 +1,4 @@
-"""``hvdlog watch`` with a receiver that is down, then up: the alert is spooled in the job's folder, then delivered once.
+"""``hvdlog watch`` with a receiver that is down, then up: the alert is spooled in the watcher's state directory, then delivered once.
 
 The rank's file is written here line by line (a crash as hvdlog's runtime logs it), so the
 test spends its time on delivery, not on training; the watcher, the receiver and the files are real.
@@ -13,8 +13,6 @@ from pathlib import Path
 
 from support.watch_harness import Receiver, wait_for, watcher
 
-from hvdlog.cli.watch import SPOOL_NAME
-
 
 def _append(path: Path, **event: object) -> None:
     with open(path, "a") as handle:
@@ -28,13 +26,15 @@ def _now() -> str:
 
 
 def test_receiver_down_then_up(tmp_path: Path) -> None:
-    """Spooled next to the job's ranks and said on stderr (no secret shown); delivered once when the receiver is up."""
+    """Spooled in the watcher's own state directory (never the job's folder) and said on stderr (no secret shown);
+    delivered once when the receiver is up."""
     root = tmp_path / "logs"
     rank_file = root / "job7" / "node1" / "rank-1.jsonl"
     rank_file.parent.mkdir(parents=True)
     receiver = Receiver(up=False)
     stderr = tmp_path / "watch.stderr"
-    process = watcher("--interval", "0.3", "--retries", "2", "--webhook", receiver.url, str(root), stderr=stderr)
+    state = tmp_path / "state"
+    process = watcher("--interval", "0.3", "--retries", "2", "--webhook", receiver.url, str(root), stderr=stderr, env={"XDG_STATE_HOME": str(state)})
     try:
         base = {"rank": 1, "size": 2, "job": "job7", "host.name": "node1", "process.pid": 42}
 
@@ -45,8 +45,8 @@ def test_receiver_down_then_up(tmp_path: Path) -> None:
         wait_for(step_seen, 60, "the watcher to see the job", poll=0.5)
         crash = {"event.action": "uncaught_exception", "error.type": "RuntimeError", "error.message": "CUDA error: an illegal memory access"}
         _append(rank_file, **{"@timestamp": _now(), "log.level": "critical", "message": "uncaught exception", "step": 2, **crash, **base})
-        spool = root / "job7" / SPOOL_NAME
-        wait_for(spool.exists, 60, "the spool file in the job's folder")
+        spool = state / "hvdlog" / "watch-spool" / "job7.hvdlog-watch.spool"
+        wait_for(spool.exists, 60, "the spool file in the watcher's state directory")
         assert receiver.bodies == []
         (entry,) = [json.loads(line) for line in spool.read_text().splitlines()]
         assert entry["alert"]["kind"] == "failure" and entry["alert"]["ranks"] == [1] and "s3cr3t" not in json.dumps(entry)
@@ -60,7 +60,7 @@ def test_receiver_down_then_up(tmp_path: Path) -> None:
         receiver.stop()
     assert len(receiver.alerts("failure")) == 1 and "CUDA error" in receiver.alerts("failure")[0]["reasoning"]
     err = stderr.read_text()
-    assert "not delivered to webhook http://127.0.0.1:" in err and f"spooled to {root / 'job7' / SPOOL_NAME}" in err
+    assert "not delivered to webhook http://127.0.0.1:" in err and f"spooled to {spool}" in err and not list(root.rglob("*.spool"))
     assert "delivered 1 spooled alert(s)" in err and "s3cr3t" not in err
     printed = [json.loads(line) for line in (process.stdout.read() if process.stdout else "").splitlines()]
     assert [a["kind"] for a in printed] == ["failure"]  # the terminal had it at once

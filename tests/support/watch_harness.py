@@ -8,6 +8,7 @@ port. :func:`training_job` starts ``training/train.py`` under ``horovodrun --glo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -15,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,8 @@ REPO = Path(__file__).resolve().parents[2]
 IN_TREE = [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); from hvdlog.cli.main import main; main()"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "UTC"}
 
-__all__ = ["ENV", "IN_TREE", "REPO", "IndependentRanks", "Receiver", "Shipper", "free_port", "rank_events", "training_job", "wait_for", "watcher"]
+__all__ = ["ENV", "IN_TREE", "REPO", "IndependentRanks", "RawServer", "Receiver", "Shipper", "crashed_job", "free_port", "rank_events",
+           "read_only", "tmpfs", "training_job", "wait_for", "watcher"]
 
 
 def free_port() -> int:
@@ -105,10 +108,90 @@ def training_job(root: Path, job: str, *flags: str, np: int = 2) -> subprocess.P
         return subprocess.Popen(command, stdout=console, stderr=subprocess.STDOUT, env=ENV, start_new_session=True)
 
 
-def watcher(*args: str, stderr: Path) -> subprocess.Popen[str]:
+def watcher(*args: str, stderr: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """The in-tree ``hvdlog watch --json ...``; its stderr goes to a file (read it for the warnings)."""
     with open(stderr, "w") as err:
-        return subprocess.Popen([*IN_TREE, "watch", "--json", *args], stdout=subprocess.PIPE, stderr=err, text=True, env=ENV)
+        return subprocess.Popen([*IN_TREE, "watch", "--json", *args], stdout=subprocess.PIPE, stderr=err, text=True, env={**ENV, **(env or {})})
+
+
+class RawServer:
+    """A TCP server on 127.0.0.1 for the receivers an HTTP library will not play: each connection's
+    request (head and body) is read and kept, then ``answer(connection)`` writes whatever it likes."""
+
+    def __init__(self, answer: Callable[[socket.socket], None]) -> None:
+        self.answer = answer
+        self.requests: list[bytes] = []
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._server.getsockname()[1])
+        self._stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True, name="raw receiver").start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hooks/s3cr3t-token"
+
+    def _serve(self) -> None:
+        self._server.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._server.accept()
+            except (TimeoutError, OSError):
+                continue
+            threading.Thread(target=self._one, args=(connection,), daemon=True).start()
+
+    def _one(self, connection: socket.socket) -> None:
+        with connection, contextlib.suppress(OSError):
+            data = b""
+            while b"\r\n\r\n" not in data and (chunk := connection.recv(65536)):
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+            while len(body) < length and (chunk := connection.recv(65536)):
+                body += chunk
+            self.requests.append(head)
+            self.answer(connection)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._server.close()
+
+
+def crashed_job(root: Path, job: str = "job7", message: str = "CUDA error: an illegal memory access") -> None:
+    """A finished 2-rank job's files under ``root``: four steps each, then rank 1's uncaught exception.
+
+    Watched with ``--from-start --exit-when-finished --silent-after 1`` it gives two alerts (the
+    failure, then job_finished) and the watcher ends by itself.
+    """
+    start = datetime.now(timezone.utc) - timedelta(seconds=30)
+    for rank in (0, 1):
+        path = root / job / f"node{rank}" / f"rank-{rank}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        base = {"rank": rank, "size": 2, "job": job, "host.name": f"node{rank}", "process.pid": 40 + rank}
+        lines = [{"@timestamp": _stamp(start, step), "log.level": "info", "message": "train step", "step": step, **base} for step in range(1, 5)]
+        if rank == 1:
+            lines.append({"@timestamp": _stamp(start, 5), "log.level": "critical", "message": "uncaught exception", "step": 5,
+                          "event.action": "uncaught_exception", "error.type": "RuntimeError", "error.message": message, **base})
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def _stamp(start: datetime, seconds: float) -> str:
+    return (start + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
+    """A real small filesystem at ``path`` (needs root, as the suite runs); always unmounted."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)], check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def read_only(path: Path) -> None:
+    """Remount the tmpfs at ``path`` read-only: a real read-only directory, even for root."""
+    subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
 
 
 def rank_events(root: Path, job: str, rank: int) -> list[dict[str, Any]]:

@@ -1,20 +1,11 @@
-"""The watch detectors on plain documents (times given, so every case is exact), and delivery to real targets.
-
-Delivery goes to a real HTTP receiver on loopback and to real shell commands; only the
-backoff's sleeps are recorded instead of slept, to check the cap without waiting a minute.
-"""
+"""The watch detectors on plain documents (times given, so every case is exact); delivery is tests/watch/test_delivery.py."""
 
 from __future__ import annotations
 
-import json
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from support.watch_harness import Receiver, wait_for
 
-from hvdlog.watch.delivery import MAX_BACKOFF_S, Command, Dispatcher, Webhook, discover_link, safe_url
 from hvdlog.watch.detectors import Alert, Watcher
 
 T0 = 1_800_000_000.0  # a fixed "now" for the detectors (2027-01-15)
@@ -160,81 +151,3 @@ class TestWatcher:
         _feed(fast, _steps(1, 5, T0, every=1.0))
         assert fast.silence_threshold(fast.jobs["j"]) == 60.0
 
-
-ALERT = {"kind": "failure", "status": "firing", "job": "j1", "ranks": [1], "summary": "job j1: first failure on rank 1: boom",
-         "reasoning": "ValueError on rank 1", "confidence": "certain", "time": "2026-12-01T00:00:00.000Z", "hosts": ["n1"],
-         "step": 3, "episode": "failure:j1", "details": {}}
-
-
-class TestDelivery:
-    def test_down_then_up_spooled_then_delivered_once(self, tmp_path: Path) -> None:
-        """A receiver that refuses connections: the alert is spooled (and said on stderr); once it is up, delivered exactly once."""
-        receiver = Receiver(up=False)
-        warnings: list[str] = []
-        spool = tmp_path / "job" / "hvdlog-watch.spool"
-        dispatcher = Dispatcher([Webhook(receiver.url)], lambda alert: spool, warnings.append, tries=2, retry_every=0.3)
-        dispatcher.start()
-        try:
-            dispatcher.submit(ALERT)
-            wait_for(spool.exists, 30, "the spool file")
-            assert receiver.bodies == [] and "spooled to" in warnings[0] and "s3cr3t" not in warnings[0]
-            assert json.loads(spool.read_text())["alert"] == ALERT
-            receiver.start()
-            wait_for(lambda: receiver.bodies, 30, "the spooled alert")
-            wait_for(lambda: not spool.exists(), 10, "the spool to empty")
-            time.sleep(1.0)  # three more retry rounds: nothing is sent twice
-            assert receiver.bodies == [ALERT] and any("delivered 1 spooled" in w for w in warnings)
-        finally:
-            dispatcher.close()
-            receiver.stop()
-
-    def test_backoff_doubles_and_is_capped(self, tmp_path: Path) -> None:
-        """A command that keeps failing: waits 0.5, 1, 2, 4, 8, then 10 s (the cap) between tries, then spooled."""
-        slept: list[float] = []
-        dispatcher = Dispatcher([Command("exit 3")], lambda alert: tmp_path / "spool", lambda _m: None, tries=8, sleep=slept.append)
-        dispatcher._deliver(dispatcher.targets[next(iter(dispatcher.targets))], ALERT)
-        assert slept == [0.5, 1, 2, 4, 8, MAX_BACKOFF_S, MAX_BACKOFF_S] and (tmp_path / "spool").exists()
-
-    def test_stopping_spools_what_is_still_queued(self, tmp_path: Path) -> None:
-        """The watcher stops while a slow target holds the queue: what was not sent yet is spooled, not dropped."""
-        spool = tmp_path / "spool"
-        dispatcher = Dispatcher([Command("sleep 3")], lambda alert: spool, lambda _m: None, tries=1)
-        dispatcher.start()
-        for index in range(3):
-            dispatcher.submit({**ALERT, "episode": f"e{index}"})
-        time.sleep(0.5)  # the first is being sent
-        dispatcher.close(timeout=0.5)
-        assert [json.loads(line)["alert"]["episode"] for line in spool.read_text().splitlines()] == ["e1", "e2"]
-
-    def test_exec_gets_the_alert_on_stdin(self, tmp_path: Path) -> None:
-        """--exec runs a shell command with the alert's JSON on stdin."""
-        out = tmp_path / "got.json"
-        Command(f"cat > {out}").send(ALERT)
-        assert json.loads(out.read_text()) == ALERT
-
-    def test_slack_format(self) -> None:
-        """--webhook-format slack posts one mrkdwn text with the summary, the reasoning and the Kibana link."""
-        receiver = Receiver()
-        try:
-            Webhook(receiver.url, "slack").send({**ALERT, "kibana_url": "https://kibana:5601/app/discover#/x"})
-        finally:
-            receiver.stop()
-        (body,) = receiver.bodies
-        assert set(body) == {"text"} and ALERT["summary"] in body["text"] and "ValueError on rank 1" in body["text"]
-        assert "<https://kibana:5601/app/discover#/x|Open in Kibana Discover>" in body["text"]
-
-    @pytest.mark.parametrize(("url", "shown"), [
-        ("https://hooks.slack.com/services/T000/B000/XXXXsecret", "https://hooks.slack.com/…"),
-        ("http://user:pw@127.0.0.1:8080/alert?token=abc", "http://127.0.0.1:8080/…"),
-        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
-    ])
-    def test_urls_are_shown_without_secrets(self, url: str, shown: str) -> None:
-        """Paths, queries and credentials of a webhook URL are never printed."""
-        assert safe_url(url) == shown and Webhook(url).label == f"webhook {shown}"
-
-    def test_discover_link_filters_job_and_ranks(self) -> None:
-        """The Kibana link opens Discover on the data view with a KQL filter on the job and the ranks."""
-        link = discover_link("https://elastic:hunter2@kibana:5601/", {**ALERT, "ranks": [1, 3]})
-        assert "hunter2" not in link
-        assert link.startswith("https://kibana:5601/app/discover#/?_g=(time:(from:'2026-11-30T23:30:00.000Z',to:'2026-12-01T00:30:00.000Z'))")
-        assert "job:%22j1%22%20and%20rank:(1%20or%203)" in link and "dataViewId:'hvdlog-logs'" in link
