@@ -41,7 +41,8 @@ class Dispatcher:
         self.stopping = threading.Event()
         self._sleep = sleep
         self._lock = threading.Lock()
-        self.workers = [_Worker(self, target) for target in targets]
+        unique = {target.key: target for target in targets}  # the same URL twice is one target (its spool entries are one)
+        self.workers = [_Worker(self, target) for target in unique.values()]
         self.delivered = 0
         self.spooled = 0
         #: Alerts (per target) neither delivered nor spooled.
@@ -106,7 +107,8 @@ class _Worker(threading.Thread):
         self.queue.put(alert)
 
     def run(self) -> None:
-        last_retry = float("-inf")
+        self._retry_spooled()  # what an earlier run left, at once
+        last_retry = time.monotonic()
         while True:
             try:
                 alert = self.queue.get(timeout=self.owner.retry_every)

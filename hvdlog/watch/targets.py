@@ -21,6 +21,7 @@ import socket
 import subprocess
 import threading
 import urllib.parse
+import urllib.request
 from typing import Any, Final, Protocol
 
 from hvdlog.watch.messages import slack_message
@@ -95,8 +96,9 @@ class Webhook:
         if parts.username is not None:
             credentials = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
             headers["authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
-        kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        connection = kind(host, port, timeout=CONNECT_TIMEOUT_S)
+        connection, path = _connection(parts.scheme, host, port), (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if not isinstance(connection, http.client.HTTPSConnection) and connection.host != host:  # through an http proxy
+            path = urllib.parse.urlunsplit((parts.scheme, parts.netloc.rsplit("@", 1)[-1], path, "", ""))
         expired = threading.Event()
         timer = threading.Timer(self.timeout, _cut, (connection, expired))
         timer.daemon = True
@@ -105,7 +107,7 @@ class Webhook:
             connection.connect()
             if connection.sock is not None:
                 connection.sock.settimeout(READ_TIMEOUT_S)
-            connection.request("POST", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""), body, headers)
+            connection.request("POST", path, body, headers)
             response = connection.getresponse()
             response.read(MAX_ANSWER_BYTES)
             status, location = response.status, response.getheader("location")
@@ -123,6 +125,20 @@ class Webhook:
             raise DeliveryError(f"HTTP {status}: a redirect{to}, not followed (an alert is never re-sent elsewhere); give the final URL")
         if not 200 <= status < 300:
             raise DeliveryError(f"HTTP {status}")
+
+
+def _connection(scheme: str, host: str, port: int | None) -> http.client.HTTPConnection:
+    """A connection to ``host``, or through the proxy the environment names (``https_proxy``, ``no_proxy``), as urllib would."""
+    kind = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return kind(host, port, timeout=CONNECT_TIMEOUT_S)
+    via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if scheme == "https":  # a CONNECT tunnel: the proxy never sees the path (the secret)
+        connection = kind(via.hostname or "", via.port or 80, timeout=CONNECT_TIMEOUT_S)
+        connection.set_tunnel(host, port)
+        return connection
+    return http.client.HTTPConnection(via.hostname or "", via.port or 80, timeout=CONNECT_TIMEOUT_S)
 
 
 def _cut(connection: http.client.HTTPConnection, expired: threading.Event) -> None:

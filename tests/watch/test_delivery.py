@@ -125,6 +125,18 @@ class TestDelivery:
         assert "&lt;!channel&gt;" in text and "&lt;https://evil.example/x|the fix&gt; &amp; &lt;@U123&gt;" in text
         assert text.count("<") == 1 and "<https://kibana:5601/x|Open in Kibana Discover>" in text  # our own link only
 
+    def test_webhook_goes_through_the_environments_proxy(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """http_proxy is honoured as urllib honoured it: the POST goes to the proxy with the absolute URL."""
+        proxy = Receiver()
+        for name in ("no_proxy", "NO_PROXY", "HTTP_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy.port}")
+        try:
+            Webhook("http://hooks.example.invalid/services/s3cr3t").send(ALERT)
+        finally:
+            proxy.stop()
+        assert proxy.bodies == [ALERT] and proxy.paths == ["http://hooks.example.invalid/services/s3cr3t"]
+
     @pytest.mark.parametrize(("url", "shown"), [
         ("https://hooks.slack.com/services/T000/B000/XXXXsecret", "https://hooks.slack.com/…"),
         ("http://user:pw@127.0.0.1:8080/alert?token=abc", "http://127.0.0.1:8080/…"),
