@@ -119,7 +119,12 @@ class _Worker(threading.Thread):
                 return
             if alert is not _TICK:
                 self.current = alert
-                self.deliver(alert)
+                try:
+                    self.deliver(alert)
+                except Exception as exc:  # noqa: BLE001 - the last guard: this worker goes on with the next alert
+                    self.owner.count("lost")
+                    self.owner.warn(f"{alert.get('kind')} alert for job {alert.get('job')} lost for {self.target.label} "
+                                    f"({type(exc).__name__}: {exc})")
                 self.current = None
             if time.monotonic() - last_retry >= self.owner.retry_every:
                 last_retry = time.monotonic()
@@ -161,7 +166,7 @@ class _Worker(threading.Thread):
         owner.warn(f"{what} not delivered to {self.target.label} ({reason}); spooled to {path}, retried every {owner.retry_every:g} s")
 
     def _retry_spooled(self) -> None:
-        """One try for each of this target's spooled alerts; a failure keeps it there."""
+        """One try for each of this target's spooled alerts, in order, until one fails (it and the rest stay)."""
         try:
             entries = self.owner.spool.pending(self.target.key)
         except Exception as exc:  # noqa: BLE001 - a spool that cannot be read must not end delivery
@@ -171,8 +176,8 @@ class _Worker(threading.Thread):
         for path, entry_id, alert in entries:
             try:
                 self.target.send(alert)
-            except Exception:  # noqa: BLE001, S112 - stays spooled, tried again next round
-                continue
+            except Exception:  # noqa: BLE001 - stays spooled; the target is still down: the rest waits for the next round
+                break
             self.owner.count("delivered")
             sent.setdefault(path, set()).add(entry_id)
         for path, ids in sent.items():
