@@ -89,7 +89,10 @@ class Spool:
             _own(key, "key")
             if key.stat().st_mode & 0o077:
                 raise SpoolError(f"the spool key {key} is readable by others: chmod 600 it (or remove it to make a new one)")
-            self._secret = bytes.fromhex(key.read_text().strip())
+            try:
+                self._secret = bytes.fromhex(key.read_text().strip())
+            except ValueError:
+                raise SpoolError(f"the spool key {key} is not one hvdlog made: remove it to make a new one") from None
         if self._secret is None:
             self.unusable = self.unusable or f"cannot read {key}"
         if self.unusable is None and not os.access(self.dir, os.W_OK):

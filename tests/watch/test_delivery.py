@@ -158,3 +158,33 @@ class TestDelivery:
         link = discover_link("https://kibana:5601", {**ALERT, "job": 'x" or rank:* or job:"y'})
         state = urllib.parse.unquote(link.split("&_a=", 1)[1])
         assert "query:'job:\"x\\\" or rank:* or job:\\\"y\" and rank:(1)'" in state, state
+
+
+class TestSpool:
+    def test_a_spool_others_may_write_is_refused(self, tmp_path: Path) -> None:
+        """A spool directory others may write (a planted entry's way in), or a key others may read, is refused in one sentence."""
+        from hvdlog.watch.spool import SpoolError
+
+        shared = tmp_path / "shared"
+        shared.mkdir(mode=0o700)
+        shared.chmod(0o777)
+        with pytest.raises(SpoolError, match="writable by others"):
+            Spool(shared, lambda _m: None).open()
+        spool = _spool(tmp_path)
+        (spool.dir / "hvdlog-watch.key").chmod(0o644)
+        with pytest.raises(SpoolError, match="readable by others"):
+            Spool(spool.dir, lambda _m: None).open()
+
+    def test_entries_are_signed_with_the_watchers_key(self, tmp_path: Path) -> None:
+        """An entry is delivered only when its HMAC verifies: an edited alert, or another watcher's key, makes it skipped and counted."""
+        spool = _spool(tmp_path)
+        path = spool.append("webhook:1", ALERT)
+        ((_, _, alert),) = spool.pending("webhook:1")
+        assert alert == ALERT and spool.pending("webhook:2") == []
+        path.write_text(path.read_text().replace("boom", "forged"))
+        assert spool.pending("webhook:1") == [] and spool.skipped == 1
+        other = Spool(tmp_path / "other", lambda _m: None)
+        other.open()
+        other.append("webhook:1", ALERT)
+        (spool.dir / path.name).write_text(other.path_of("j1").read_text())
+        assert spool.pending("webhook:1") == []
