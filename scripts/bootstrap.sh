@@ -3,8 +3,8 @@
 #   bootstrap.sh demo: a venv with PyTorch, a Horovod built here (Gloo + MPI), Open MPI, and
 #                      hvdlog[cli] from this checkout: all the demo runs.
 #   bootstrap.sh check: the demo's venv plus hvdlog[test] (pytest, ruff, mypy): what `make check` runs.
-#   bootstrap.sh test: the same, plus the test tools: Elasticsearch, JRuby and a JDK, the
-#                      mustache linter, the compose-spec checker, a real Filebeat, hvdlog[test]
+#   bootstrap.sh test: the same, plus the test tools: Elasticsearch 8.19 and 9.x (9.x on a
+#                      JDK 21+), JRuby and a JDK, the mustache linter, the compose-spec checker, a real Filebeat, hvdlog[test]
 #                      (pytest, ruff, mypy) and a wheelhouse for the wheel test.
 # Prints `export` lines for the caller to eval. A second run takes seconds.
 # (The compose stack's one-off `setup` service is something else: see docs/deploy.md.)
@@ -58,6 +58,8 @@ ENV
 [ "$mode" != test ] && exit 0
 
 es_home="$(bash "$REPO_ROOT/scripts/fetch-elasticsearch.sh")"
+es9_home="$(bash "$REPO_ROOT/scripts/fetch-elasticsearch.sh" "$ELASTICSEARCH9_VERSION")"
+es9_java="$(bash "$REPO_ROOT/scripts/find-jdk21.sh")"
 bash "$REPO_ROOT/scripts/install-mustache.sh"
 bash "$REPO_ROOT/scripts/install-jdk.sh"
 bash "$REPO_ROOT/scripts/install-jruby.sh"
@@ -67,6 +69,8 @@ bash "$REPO_ROOT/scripts/fill-wheelhouse.sh"
 
 cat <<ENV
 export HVDLOG_ES_HOME="$es_home"
+export HVDLOG_ES9_HOME="$es9_home"
+export HVDLOG_ES9_JAVA_HOME="$es9_java"
 export HVDLOG_MUSTACHE="$HVDLOG_CACHE/mustache-$MUSTACHE_VERSION/mustache"
 export HVDLOG_JRUBY="$HVDLOG_CACHE/jruby-$JRUBY_VERSION/jruby-complete.jar"
 export HVDLOG_COMPOSECHECK="$composecheck"

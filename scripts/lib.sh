@@ -6,6 +6,9 @@ PYTHON_BIN="${PYTHON:-python3}"
 TORCH_VERSION="${HVDLOG_TORCH_VERSION:-2.15.0}"
 HOROVOD_VERSION="0.28.1"
 ELASTICSEARCH_VERSION="8.19.21"
+# The current major beside it: every Elasticsearch test runs on both. 9.2.0 is the newest
+# 9.x integ-test-zip Maven Central serves (9.5.6 is not there); it needs a JDK 21+.
+ELASTICSEARCH9_VERSION="9.2.0"
 MUSTACHE_VERSION="v0.5.3"
 JRUBY_VERSION="9.4.13.0"  # the JRuby line Logstash 8.19 embeds (tests run its ruby filter)
 

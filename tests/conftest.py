@@ -13,7 +13,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from support.elasticsearch import ElasticsearchServer  # noqa: E402
+from support.elasticsearch import ElasticsearchServer, default_es_home, requested_majors  # noqa: E402
 
 # Horovod prints local time without a zone: pin it so golden files are stable.
 os.environ["TZ"] = "UTC"
@@ -43,12 +43,22 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
 signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
 
 
+@pytest.fixture(name="es_major", scope="session", params=requested_majors(), ids=lambda major: f"es{major}")
+def fixture_es_major(request: pytest.FixtureRequest) -> str:
+    """The Elasticsearch major ("8", "9") a test runs against: every server test runs on each.
+
+    Session-scoped, so pytest runs all tests of one major before the next: one server of each
+    major per session, never both at once.
+    """
+    return str(request.param)
+
+
 @pytest.fixture(name="es_server", scope="session")
-def fixture_es_server() -> Iterator[ElasticsearchServer]:
-    """A real single-node Elasticsearch; a failure to start fails the test, never skips it."""
+def fixture_es_server(es_major: str) -> Iterator[ElasticsearchServer]:
+    """A real single-node Elasticsearch of ``es_major``; a failure to start fails the test, never skips it."""
     if os.environ.get("HVDLOG_TIER") == "check":
         pytest.fail("this test needs Elasticsearch, which `make check` leaves out: mark it @pytest.mark.elasticsearch")
-    with ElasticsearchServer() as server:
+    with ElasticsearchServer(default_es_home(es_major)) as server:
         yield server
 
 
@@ -60,7 +70,7 @@ def fixture_es_url(es_server: ElasticsearchServer) -> str:
 
 @pytest.fixture(name="es")
 def fixture_es(es_url: str):
-    """An official elasticsearch-py 8.x client bound to the session's server."""
+    """An official elasticsearch-py 8.x client bound to the session's server (it talks to 9.x too)."""
     from elasticsearch import Elasticsearch
 
     client = Elasticsearch(es_url, request_timeout=30)

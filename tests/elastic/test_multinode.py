@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.elasticsearch import default_es_home
 from support.elasticsearch_cluster import ElasticsearchCluster
 
 pytestmark = pytest.mark.elasticsearch
@@ -27,8 +28,8 @@ RANKS, STEPS = 16, 150  # 2,400 app events: several pages of 200
 
 
 @pytest.fixture(name="cluster", scope="module")
-def fixture_cluster() -> Iterator[ElasticsearchCluster]:
-    with ElasticsearchCluster(3) as cluster:
+def fixture_cluster(es_major: str) -> Iterator[ElasticsearchCluster]:
+    with ElasticsearchCluster(3, es_home=default_es_home(es_major)) as cluster:
         yield cluster
 
 

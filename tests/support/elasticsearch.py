@@ -1,7 +1,8 @@
 """Start and stop a real Elasticsearch server on loopback for tests and benchmarks.
 
 The server is the official Elasticsearch distribution that ``scripts/fetch-elasticsearch.sh``
-puts in the cache (``HVDLOG_ES_HOME``). Elasticsearch refuses to run as root, so as root we
+puts in the cache (``HVDLOG_ES_HOME`` for 8.19, ``HVDLOG_ES9_HOME`` for 9.x, which runs on
+the JDK 21+ ``scripts/find-jdk21.sh`` finds). Elasticsearch refuses to run as root, so as root we
 drop to ``nobody`` with ``setpriv``. The launcher gets SIGKILL when its parent dies
 (``--pdeathsig``), and the server JVM exits when its launcher dies (it watches the
 launcher's pipe), so no process outlives the test session even on a hard interrupt.
@@ -21,7 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-__all__ = ["ElasticsearchServer", "ElasticsearchStartError", "default_es_home"]
+__all__ = ["MAJORS", "ElasticsearchServer", "ElasticsearchStartError", "default_es_home", "es_major", "requested_majors"]
 
 #: How long a cold JVM on two cores may take to answer; measured ~25 s here.
 STARTUP_TIMEOUT_S = 300.0  # a loaded 2-core machine took 171 s to start it (several test sessions at once)
@@ -31,17 +32,47 @@ class ElasticsearchStartError(RuntimeError):
     """The server could not be started; the message says what to check."""
 
 
-def default_es_home() -> Path:
-    """Where the setup script installs the distribution (``HVDLOG_ES_HOME`` overrides)."""
-    if env := os.environ.get("HVDLOG_ES_HOME"):
+#: The Elasticsearch majors the tests run against: 8.19 (the long-lived 8.x line existing
+#: clusters run) and the current 9.x. ``HVDLOG_ES_MAJORS=8`` narrows a developer's run.
+MAJORS: tuple[str, ...] = ("8", "9")
+
+#: Per major: the variable naming its distribution (bootstrap.sh exports both).
+_HOME_VARIABLES = {"8": "HVDLOG_ES_HOME", "9": "HVDLOG_ES9_HOME"}
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    return tuple(int(part) for part in path.name.removeprefix("elasticsearch-").split(".") if part.isdigit())
+
+
+def default_es_home(major: str = "8") -> Path:
+    """Where the setup script installs the distribution of ``major`` (``HVDLOG_ES_HOME``/``HVDLOG_ES9_HOME`` override)."""
+    if (variable := _HOME_VARIABLES.get(major)) and (env := os.environ.get(variable)):
         return Path(env)
     cache = Path(os.environ.get("HVDLOG_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hvdlog")
-    homes = sorted(cache.glob("elasticsearch-*"))
+    homes = sorted(cache.glob(f"elasticsearch-{major}.*"), key=_version_key)
     if not homes:
         raise ElasticsearchStartError(
-            f"no Elasticsearch distribution under {cache}: run `make test` (or scripts/fetch-elasticsearch.sh) first"
+            f"no Elasticsearch {major}.x distribution under {cache}: run `make test` (or scripts/fetch-elasticsearch.sh) first"
         )
     return homes[-1]
+
+
+def es_major(es_home: Path) -> int:
+    """The major of the distribution at ``es_home``, read from its server jar's name."""
+    for jar in (es_home / "lib").glob("elasticsearch-[0-9]*.jar"):
+        version = jar.stem.removeprefix("elasticsearch-").split(".")[0]
+        if version.isdigit():
+            return int(version)
+    raise ElasticsearchStartError(f"{es_home} has no lib/elasticsearch-<version>.jar: is it an Elasticsearch distribution?")
+
+
+def requested_majors() -> list[str]:
+    """The majors this session tests: all of :data:`MAJORS` unless ``HVDLOG_ES_MAJORS`` narrows them."""
+    wanted = [part.strip() for part in os.environ.get("HVDLOG_ES_MAJORS", ",".join(MAJORS)).split(",") if part.strip()]
+    unknown = [major for major in wanted if major not in MAJORS]
+    if unknown:
+        raise ElasticsearchStartError(f"HVDLOG_ES_MAJORS names {unknown}; the tests know Elasticsearch {', '.join(MAJORS)}")
+    return wanted
 
 
 def _free_port() -> int:
@@ -50,14 +81,39 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _java_home() -> str:
-    """ES 8 runs on Java 17+; prefer JAVA_HOME, else the JDK that ``java`` on PATH belongs to."""
-    if home := os.environ.get("ES_JAVA_HOME") or os.environ.get("JAVA_HOME"):
-        return home
-    java = shutil.which("java")
-    if not java:
-        raise ElasticsearchStartError("no `java` on PATH: install a JDK 17+ (Debian: openjdk-17-jre-headless)")
-    return str(Path(os.path.realpath(java)).parent.parent)
+def _jdk_feature(home: Path) -> int:
+    """A JDK's feature release (17, 21, 25) from its ``release`` file, 0 when unknown."""
+    try:
+        text = (home / "release").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("JAVA_VERSION="):
+            head = line.split("=", 1)[1].strip('"').split(".")[0]
+            return int(head) if head.isdigit() else 0
+    return 0
+
+
+def _java_home(major: int = 8) -> str:
+    """A JDK for Elasticsearch ``major``: 8 runs on Java 17+, 9 refuses anything before 21.
+
+    8: ``ES_JAVA_HOME``/``JAVA_HOME``, else the JDK of ``java`` on PATH. 9: ``HVDLOG_ES9_JAVA_HOME``
+    (what scripts/find-jdk21.sh printed), else the newest JDK 21+ under /usr/lib/jvm.
+    """
+    if major < 9:
+        if home := os.environ.get("ES_JAVA_HOME") or os.environ.get("JAVA_HOME"):
+            return home
+        java = shutil.which("java")
+        if not java:
+            raise ElasticsearchStartError("no `java` on PATH: install a JDK 17+ (Debian: openjdk-17-jre-headless)")
+        return str(Path(os.path.realpath(java)).parent.parent)
+    candidates = [Path(env)] if (env := os.environ.get("HVDLOG_ES9_JAVA_HOME")) else sorted(Path("/usr/lib/jvm").glob("*"))
+    usable = [home for home in candidates if (home / "bin" / "java").exists() and _jdk_feature(home) >= 21]
+    if not usable:
+        raise ElasticsearchStartError(
+            f"Elasticsearch {major} needs a JDK 21+ and none was found: run scripts/find-jdk21.sh and set HVDLOG_ES9_JAVA_HOME to what it prints"
+        )
+    return str(max(usable, key=_jdk_feature))
 
 
 class ElasticsearchServer:
@@ -75,6 +131,11 @@ class ElasticsearchServer:
         self.port = 0
         self.workdir: Path | None = None
         self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def major(self) -> int:
+        """The distribution's major (8, 9): what the tests compare behaviour across."""
+        return es_major(self.es_home)
 
     @property
     def url(self) -> str:
@@ -108,7 +169,7 @@ class ElasticsearchServer:
             cmd += ["-E", f"{key}={value}"]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "ES_JAVA_HOME": _java_home(),
+            "ES_JAVA_HOME": _java_home(self.major),
             "ES_PATH_CONF": str(conf),
             "ES_TMPDIR": str(self.workdir / "tmp"),
             "ES_JAVA_OPTS": f"-Xms{self.heap} -Xmx{self.heap}",
