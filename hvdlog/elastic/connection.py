@@ -10,7 +10,8 @@ a URL with credentials in it, a missing CA or a 401 read the same everywhere:
 * :func:`describe` is the single map from client exceptions to one sentence that says what
   to check; :func:`errors` raises it as :class:`ElasticsearchError`.
 
-The client (elasticsearch-py 8.x) is imported only when a connection is made.
+The client (elasticsearch-py 8.x, which talks to 9.x servers through its compatible-with=8
+headers) is imported only when a connection is made.
 """
 
 from __future__ import annotations
@@ -192,7 +193,7 @@ def describe(exc: BaseException, url: str, doing: str, *, privileges: str = "the
     elif isinstance(exc, elasticsearch.AuthorizationException):
         text = f"{where} refused {doing} (403: {_reason(exc)}): the user needs {privileges}"
     elif isinstance(exc, elasticsearch.UnsupportedProductError):
-        text = f"the server at {mask_credentials(url)} is not an Elasticsearch 8 the client accepts ({exc}); hvdlog needs 8.x"
+        text = f"the server at {mask_credentials(url)} is not an Elasticsearch the client accepts ({exc}); hvdlog needs 8.x or 9.x"
     elif isinstance(exc, elastic_transport.TlsError):
         text = f"TLS with {where} failed ({_reason(exc)}): pass the cluster's CA with --es-ca (HVDLOG_ES_CA)"
     elif isinstance(exc, elastic_transport.ConnectionTimeout):

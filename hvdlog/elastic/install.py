@@ -97,13 +97,22 @@ def _flat_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, s
     return flat
 
 
+#: Keys the server adds to a stored template (9.x stamps every template it stores), never ours.
+_SERVER_STAMPS: Final = frozenset(("created_date_millis", "modified_date_millis", "created_date", "modified_date"))
+
+
 def _canonical(body: Mapping[str, Any]) -> dict[str, Any]:
     """The body with its settings flattened, so stored and desired compare equal when they mean the same."""
-    result = dict(body)
+    result = {key: value for key, value in body.items() if key not in _SERVER_STAMPS}
     template = result.get("template")
     if isinstance(template, Mapping) and "settings" in template:
         result["template"] = {**template, "settings": _flat_settings(template["settings"])}
     return result
+
+
+#: The Elasticsearch majors hvdlog installs into and queries, both tested on real servers:
+#: the 8.x client (compatible-with=8 headers) talks to 9.x, measured on 9.2.0.
+SUPPORTED_MAJORS: Final = ("8", "9")
 
 
 class ElasticsearchInstaller:
@@ -125,14 +134,14 @@ class ElasticsearchInstaller:
         return response.meta.status, response.body
 
     def version(self) -> str:
-        """The node's version; anything but 8.x is refused (``GET /`` may be absent, so ask the nodes API)."""
+        """The node's version; anything but 8.x or 9.x is refused (``GET /`` may be absent, so ask the nodes API)."""
         _, body = self._request("GET", "/_nodes/_local?filter_path=nodes.*.version", "reading the version")
         versions = [node.get("version", "") for node in (body or {}).get("nodes", {}).values()]
         if not versions:
             raise SetupError(f"Elasticsearch at {self.url} did not report its version; is this an Elasticsearch node?")
         version = str(versions[0])
-        if not version.startswith("8."):
-            raise SetupError(f"Elasticsearch at {self.url} is version {version}; hvdlog's templates and client need 8.x.")
+        if version.split(".")[0] not in SUPPORTED_MAJORS:
+            raise SetupError(f"Elasticsearch at {self.url} is version {version}; hvdlog's templates and client need 8.x or 9.x.")
         return version
 
     def ilm_available(self) -> bool:

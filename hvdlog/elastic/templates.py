@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_REPLICAS",
     "DEFAULT_RETENTION_DAYS",
     "ILM_POLICY",
+    "INDEX_MODE",
     "INDEX_PATTERN",
     "INDEX_TEMPLATE",
     "ROLLOVER_MAX_AGE",
@@ -42,6 +43,8 @@ COMPONENT_LIFECYCLE: Final = "hvdlog-lifecycle"
 INDEX_TEMPLATE: Final = "logs-horovod"
 #: Data streams are ``logs-<dataset>-<namespace>``; every dataset starts with ``horovod.``.
 INDEX_PATTERN: Final = "logs-horovod.*-*"
+#: Standard, not 9.x's LogsDB default for ``logs-*-*``: see :func:`component_templates`.
+INDEX_MODE: Final = "standard"
 #: Above the built-in ``logs`` template (priority 100, ``logs-*-*``), which would otherwise win.
 PRIORITY: Final = 200
 
@@ -91,7 +94,10 @@ def component_templates(replicas: int = DEFAULT_REPLICAS, policy: str = ILM_POLI
         COMPONENT_SETTINGS: {
             # ignore_malformed, as Elastic's logs@settings does: a bad value (rank "n/a") loses that
             # field (listed in _ignored), never the event.
-            "template": {"settings": {"index": {"number_of_shards": "1", "number_of_replicas": str(replicas),
+            # index.mode standard, said explicitly: 9.x makes every new logs-*-* data stream LogsDB
+            # (synthetic _source, sorted by host.name) unless the template names a mode. hvdlog
+            # reads back _source as Logstash sent it and keeps one behaviour on 8.19 and 9.x.
+            "template": {"settings": {"index": {"mode": INDEX_MODE, "number_of_shards": "1", "number_of_replicas": str(replicas),
                                                 "mapping": {"ignore_malformed": "true"}}}},
             "_meta": {**_META, "description": "hvdlog: shards, replicas, keep events with malformed values"},
         },

@@ -263,6 +263,25 @@ class TestInCluster:
             assert body["settings"]["index.number_of_shards"] == "1"
             assert body["settings"]["index.mapping.ignore_malformed"] == "true"
 
+    def test_index_mode_is_standard_on_every_major(self, es: Any, es_major: str, indexed: dict[str, Document]) -> None:
+        """Standard mode, said in the template: 9.x would make logs-*-* LogsDB, whose _source differs.
+
+        Measured on 9.2.0: an index in LogsDB mode hands back ``2026-11-29T12:00:00Z`` as
+        ``...12:00:00.000Z`` (and a cluster with the logsdb plugin also sorts by host.name and
+        synthesises _source). hvdlog shows _source as sent, so both majors keep standard mode.
+        """
+        stream = f"logs-horovod.*-{NAMESPACE}"
+        settings = es.indices.get_settings(index=stream, flat_settings=True).body
+        assert settings and {body["settings"].get("index.mode") for body in settings.values()} == {"standard"}, es_major
+        assert not any(key.startswith("index.sort") for body in settings.values() for key in body["settings"])
+        for doc_id, doc in indexed.items():
+            if doc_id.startswith("parse-"):
+                stored = _source(es, templates.data_stream_name(doc["event"]["dataset"], NAMESPACE), doc_id)
+                assert stored == doc, (es_major, doc_id)
+                break
+        else:
+            pytest.fail("no parse-corpus document was indexed")
+
     def test_malformed_values_do_not_reject_documents(self, es: Any, indexed: dict[str, Document]) -> None:
         """A value of the wrong type loses only that field (listed in _ignored); the event is stored and findable."""
         stream = templates.data_stream_name("horovod.app", NAMESPACE)
