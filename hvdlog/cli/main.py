@@ -28,6 +28,7 @@ __all__ = ["COMMANDS", "cli", "main"]
 COMMANDS: dict[str, str] = {
     "first-failure": "hvdlog.cli.first_failure:first_failure",
     "grep": "hvdlog.cli.grep:grep",
+    "import": "hvdlog.cli.import_:import_command",
     "install": "hvdlog.cli.install:install",
     "jobs": "hvdlog.cli.jobs:jobs",
     "parse": "hvdlog.cli.parse:parse",

@@ -1,0 +1,126 @@
+"""``hvdlog import`` against the real servers of both majors: the files' documents in the
+Logstash path's data streams, and the analyses over ``--es`` answering as over the files.
+
+Corpora: the committed elastic job (tests/corpus/elastic, a SIGKILLed rank, two resets) and
+a crash console and a stall console of the real-world corpus (every line timed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.elasticsearch import ElasticsearchServer, default_es_home
+
+REPO = Path(__file__).resolve().parents[2]
+HVDLOG = str(Path(sys.executable).with_name("hvdlog"))
+ELASTIC_JOB = REPO / "tests" / "corpus" / "elastic"
+CRASH = REPO / "tests" / "corpus" / "realworld" / "mpich-hydra-traceback"
+STALL = REPO / "tests" / "corpus" / "realworld" / "v018-stalled-ranks-shutdown-mpich"
+
+
+def hvdlog(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HVDLOG_ES_")}
+    return subprocess.run([HVDLOG, *args], capture_output=True, text=True, env={**env, "TZ": "UTC"}, timeout=300, check=False)
+
+
+def parsed(path: Path) -> list[dict[str, Any]]:
+    run = hvdlog("parse", "--tz", "UTC", str(path))
+    assert run.returncode == 0, run.stderr
+    return [json.loads(line) for line in run.stdout.splitlines()]
+
+
+def count(es: Any, namespace: str) -> int:
+    es.indices.refresh(index=f"logs-horovod.*-{namespace}")
+    return int(es.count(index=f"logs-horovod.*-{namespace}").body["count"])
+
+
+@pytest.fixture(name="imported", scope="module")
+def fixture_imported(es_url: str) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Templates installed, then both corpora imported, each into its own namespace."""
+    runs = {}
+    for namespace, path in (("importjob", ELASTIC_JOB), ("importcrash", CRASH), ("importstall", STALL)):
+        install = hvdlog("install", "--es", es_url, "--namespace", namespace)
+        assert install.returncode == 0, install.stderr
+        runs[namespace] = hvdlog("import", "--es", es_url, "--namespace", namespace, "--tz", "UTC", str(path))
+    return runs
+
+
+@pytest.mark.elasticsearch
+class TestImport:
+    @pytest.mark.parametrize(("namespace", "path"), [("importjob", ELASTIC_JOB), ("importcrash", CRASH), ("importstall", STALL)])
+    def test_every_parsed_document_lands_in_its_stream(self, es: Any, imported: dict[str, Any], namespace: str, path: Path) -> None:
+        """As the Logstash path: logs-<dataset>-<namespace>, data_stream.* set, the document otherwise as parsed."""
+        run = imported[namespace]
+        docs = parsed(path)
+        assert run.returncode == 0, run.stderr
+        assert f"{len(docs)} indexed, 0 already there, 0 rejected" in run.stderr
+        hits = es.search(index=f"logs-horovod.*-{namespace}", size=1000).body["hits"]["hits"]
+        assert len(hits) == len(docs)
+        stored = []
+        for hit in hits:
+            source = dict(hit["_source"])
+            stream = source.pop("data_stream")
+            assert stream == {"type": "logs", "dataset": source["event"]["dataset"], "namespace": namespace}
+            assert hit["_index"].startswith(f".ds-logs-{source['event']['dataset']}-{namespace}-")
+            stored.append(json.dumps(source, sort_keys=True))
+        timed = sorted(json.dumps(doc, sort_keys=True) for doc in docs if "@timestamp" in doc)
+        assert [doc for doc in sorted(stored) if doc in timed] == timed
+
+    def test_second_import_adds_nothing(self, es: Any, es_url: str, imported: dict[str, Any]) -> None:
+        """Ids come from content: the same files again (under another spelling of the path) are all already there."""
+        before = count(es, "importjob")
+        again = hvdlog("import", "--es", es_url, "--namespace", "importjob", "--tz", "UTC", str(ELASTIC_JOB / "j1") + "/")
+        assert again.returncode == 0, again.stderr
+        assert f"0 indexed, {before} already there, 0 rejected" in again.stderr
+        assert count(es, "importjob") == before
+
+    @pytest.mark.parametrize("command", [["first-failure"], ["report", "--job", "j1"]])
+    def test_elastic_job_answers_as_from_files(self, es_url: str, imported: dict[str, Any], command: list[str]) -> None:
+        self._same(es_url, "importjob", ELASTIC_JOB, command)
+
+    @pytest.mark.parametrize(("namespace", "path", "command"), [
+        ("importcrash", CRASH, ["first-failure"]), ("importstall", STALL, ["stalls"]), ("importstall", STALL, ["first-failure"])])
+    def test_consoles_answer_as_from_files(self, es_url: str, imported: dict[str, Any], namespace: str, path: Path, command: list[str]) -> None:
+        """(A console names no job: over files jobs/report call it after its directory, over --es it has no name.)"""
+        self._same(es_url, namespace, path, command)
+
+    def test_jobs_lists_the_same_job(self, es_url: str, imported: dict[str, Any]) -> None:
+        """Same job, ranks and hosts. (jobs over files takes first/last from the files' times, so those differ.)"""
+        files, elastic = (self._json("jobs", *where) for where in (
+            [str(ELASTIC_JOB)], ["--es", es_url, "--index", "logs-horovod.*-importjob"]))
+        keys = ("job", "ranks", "hosts")
+        assert [{key: row[key] for key in keys} for row in files] == [{key: row[key] for key in keys} for row in elastic]
+        assert files and files[0]["job"] == "j1"
+
+    def _json(self, *args: str) -> list[Any]:
+        run = hvdlog(*args[:1], "--json", *args[1:])
+        assert run.returncode in (0, 1), run.stderr
+        return [json.loads(line) for line in run.stdout.splitlines()]
+
+    def _same(self, es_url: str, namespace: str, path: Path, command: list[str]) -> None:
+        runs = [hvdlog(*command, "--json", "--tz", "UTC", *where) for where in (
+            [str(path)], ["--es", es_url, "--index", f"logs-horovod.*-{namespace}"])]
+        assert runs[0].returncode == runs[1].returncode, (runs[0].stderr, runs[1].stderr)
+        files, elastic = ([json.loads(line) for line in run.stdout.splitlines()] for run in runs)
+        for answer in (*files, *elastic):
+            answer.pop("more", None)  # the follow-up commands name their source (paths or --es)
+        assert files and files == elastic
+
+
+@pytest.mark.elasticsearch
+def test_refused_without_templates(es_major: str, tmp_path: Path) -> None:
+    """A server with no hvdlog templates: one sentence naming `hvdlog install`, and nothing written."""
+    with ElasticsearchServer(default_es_home(es_major), heap="256m") as server:
+        run = hvdlog("import", "--es", server.url, str(CRASH))
+        assert run.returncode == 2
+        assert run.stderr.strip() == f"hvdlog: error: Elasticsearch at {server.url} has no hvdlog templates: run `hvdlog install --es {server.url}` first"
+        from elasticsearch import Elasticsearch
+
+        with Elasticsearch(server.url) as es:
+            assert es.indices.get(index="logs-*", expand_wildcards="all").body == {}
