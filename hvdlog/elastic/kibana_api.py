@@ -81,7 +81,7 @@ class KibanaClient:
         return response.status, body
 
     def wait_available(self, timeout_s: float, on_wait: Callable[[str], None] | None = None) -> str:
-        """Poll the status API until Kibana is available; return its version, refuse anything but 8.x."""
+        """Poll the status API until Kibana is available; return its version, refuse anything but 8.x or 9.x."""
         import urllib3
 
         deadline = time.monotonic() + timeout_s
@@ -120,8 +120,11 @@ class KibanaClient:
 
     def _check_version(self, status_body: dict[str, Any]) -> str:
         version = str(status_body.get("version", {}).get("number", ""))
-        if not version.startswith("8."):
-            raise SetupError(f"Kibana at {self.url} is version {version or 'unknown'}; hvdlog's saved objects target 8.x (8.19).")
+        # One shape for both majors: the objects are 8.19's (its migration versions), and
+        # Kibana imports saved objects of the previous major and migrates them (its import
+        # API's documented compatibility); 9.x's dashboard schema still reads controlGroupInput.
+        if version.split(".")[0] not in ("8", "9"):
+            raise SetupError(f"Kibana at {self.url} is version {version or 'unknown'}; hvdlog's saved objects target 8.19 and import into 9.x.")
         return version
 
     def send_json(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:

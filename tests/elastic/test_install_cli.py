@@ -261,7 +261,7 @@ class TestKibanaRequests:
         ("status", "message"),
         [
             ((401, {"statusCode": 401}), "rejected the credentials (401)"),
-            ((200, {"version": {"number": "7.17.0"}, "status": {"overall": {"level": "available"}}}), "is version 7.17.0; hvdlog's saved objects target 8.x"),
+            ((200, {"version": {"number": "7.17.0"}, "status": {"overall": {"level": "available"}}}), "is version 7.17.0; hvdlog's saved objects target 8.19 and import into 9.x"),
         ],
         ids=["unauthorized", "wrong-version"],
     )
@@ -271,6 +271,15 @@ class TestKibanaRequests:
         result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert all(method == "GET" for method, *_ in kibana.requests)
+
+    def test_kibana_9_gets_the_same_objects(self, es_url: str, kibana: _RecordingServer) -> None:
+        """A 9.x Kibana is not refused: it gets the 8.19-shaped file, which the next major imports and migrates."""
+        kibana.statuses = [(200, {"version": {"number": "9.2.0"}, "status": {"overall": {"level": "available"}}})]
+        result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
+        assert result.returncode == 0, result.stderr
+        assert "Kibana 9.2.0 at" in result.stderr
+        posted = [body for method, path, _, body in kibana.requests if path.startswith("/api/saved_objects/_import")]
+        assert len(posted) == 1 and b'"coreMigrationVersion":"8.8.0"' in posted[0]
 
     def test_degraded_kibana_with_saved_objects_available(self, es_url: str, kibana: _RecordingServer) -> None:
         """A Kibana kept "degraded" by some plugin, whose saved-objects service is available, gets the import."""

@@ -177,11 +177,11 @@ class TestStack:
     """elk-compose.yml with a filled-in .env."""
 
     def test_services(self, stack: dict[str, Any]) -> None:
-        """The bundled profile runs certs, Elasticsearch, setup, Logstash, Kibana and its objects, on 8.19."""
+        """The bundled profile runs certs, Elasticsearch, setup, Logstash, Kibana and its objects, on the tested 9.x."""
         services = stack["services"]
         assert set(services) == {"certs", "elasticsearch", "setup", "logstash", "kibana", "kibana-objects"}
         for name in ("certs", "elasticsearch", "logstash", "kibana"):
-            assert re.fullmatch(r"docker\.elastic\.co/\w+/\w+:8\.19\.\d+", services[name]["image"]), services[name]["image"]
+            assert re.fullmatch(r"docker\.elastic\.co/\w+/\w+:9\.\d+\.\d+", services[name]["image"]), services[name]["image"]
 
     def test_healthchecks(self, stack: dict[str, Any]) -> None:
         """Every long-running service has a healthcheck that tests something real."""
@@ -403,7 +403,7 @@ class TestShipperCompose:
         env = {"NODE_NAME": "node7", "LOGSTASH_HOSTS": "head1:5044,head2:5044", "HVDLOG_ROOT": "/scratch/hvdlog", "HVDLOG_TLS_DIR": "/etc/hvdlog/tls"}
         project = _load(SHIPPER_COMPOSE, env_files=(_env_file(tmp_path, env),))
         filebeat = project["services"]["filebeat"]
-        assert re.fullmatch(r"docker\.elastic\.co/beats/filebeat:8\.19\.\d+", filebeat["image"])
+        assert re.fullmatch(r"docker\.elastic\.co/beats/filebeat:9\.\d+\.\d+", filebeat["image"])
         assert filebeat["healthcheck"]["test"][0] == "CMD-SHELL"
         mounts = {v["target"]: v for v in filebeat["volumes"]}
         config = mounts["/usr/share/filebeat/filebeat.yml"]
@@ -982,3 +982,62 @@ class TestRoutingAndRejections:
             golden.parent.mkdir(exist_ok=True)
             golden.write_text(json.dumps([event], indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         assert json.loads(golden.read_text()) == [event], f"stale {golden}: rewrite it with this event:\n{json.dumps([event], indent=2)}"
+
+
+def _tested_versions() -> dict[str, str]:
+    """The Elasticsearch versions the test servers run (scripts/lib.sh): 8.19 and the 9.x default."""
+    text = (REPO / "scripts" / "lib.sh").read_text()
+    found = dict(re.findall(r'^(ELASTICSEARCH9?_VERSION)="([0-9.]+)"', text, re.MULTILINE))
+    return {"8": found["ELASTICSEARCH_VERSION"], "9": found["ELASTICSEARCH9_VERSION"]}
+
+
+def _elastic_images(project: dict[str, Any]) -> dict[str, str]:
+    return {name: service["image"] for name, service in project["services"].items() if service.get("image", "").startswith("docker.elastic.co/")}
+
+
+class TestBothMajors:
+    """The compose files at both Elastic majors, and the 9.x breaking changes in our configs."""
+
+    @pytest.mark.parametrize("major", ["8", "9"])
+    def test_stack_loads_at_each_major(self, tmp_path: Path, example_env: Path, major: str) -> None:
+        """ELASTIC_VERSION tags every Elastic image; both tested versions give a valid project."""
+        version = _tested_versions()[major]
+        project = _load(ELK, env_files=(example_env, _env_file(tmp_path, {**FILLED_ENV, "ELASTIC_VERSION": version})))
+        images = _elastic_images(project)
+        assert set(images) == {"certs", "elasticsearch", "setup", "logstash", "kibana", "kibana-objects"}
+        assert {image.rsplit(":", 1)[1] for image in images.values()} == {version}
+        shipper = _load(SHIPPER_COMPOSE, env_files=(_env_file(tmp_path, {
+            "NODE_NAME": "n1", "LOGSTASH_HOSTS": "head1:5044", "ELASTIC_VERSION": version}, "shipper.env"),))
+        assert shipper["services"]["filebeat"]["image"].endswith(f":{version}")
+
+    def test_default_is_the_tested_9x(self, tmp_path: Path, example_env: Path) -> None:
+        """Without ELASTIC_VERSION (and in .env.example) the images are the 9.x the tests run."""
+        version = _tested_versions()["9"]
+        bare = _load(ELK, env_files=(_env_file(tmp_path, {**FILLED_ENV, "COMPOSE_PROFILES": "elasticsearch"}, "bare.env"),))
+        assert {image.rsplit(":", 1)[1] for image in _elastic_images(bare).values()} == {version}
+        example = _load(ELK, env_files=(example_env, _env_file(tmp_path, FILLED_ENV)))
+        assert {image.rsplit(":", 1)[1] for image in _elastic_images(example).values()} == {version}
+        shipper = _load(SHIPPER_COMPOSE, env_files=(_env_file(tmp_path, {"NODE_NAME": "n1", "LOGSTASH_HOSTS": "head1:5044"}, "shipper.env"),))
+        assert shipper["services"]["filebeat"]["image"].endswith(f":{version}")
+
+    def test_every_filestream_input_keeps_native_identity(self) -> None:
+        """Filebeat 9 defaults to `fingerprint`; every input says `native` (a rotated or NFS file is not a new one)."""
+        import yaml
+
+        inputs = yaml.safe_load(FILEBEAT_YML.read_text())["filebeat.inputs"]
+        assert len(inputs) >= 4
+        for spec in inputs:
+            assert spec["type"] == "filestream", spec["id"]
+            assert "file_identity.native" in spec, spec["id"]
+            assert not any(key.startswith("file_identity.") and key != "file_identity.native" for key in spec), spec["id"]
+
+    def test_logstash_uses_only_settings_9x_keeps(self) -> None:
+        """9.x drops `http.*` (now `api.http.*`) and the plugins' old SSL options (`ssl`, `cacert`, `ssl_verify_mode`...)."""
+        import yaml
+
+        settings = yaml.safe_load((REPO / "logstash" / "config" / "logstash.yml").read_text())
+        assert not [key for key in settings if key.startswith("http.")]
+        assert "api.http.host" in settings
+        removed = re.compile(r"^\s*(ssl|cacert|ssl_certificate_verification|ssl_verify_mode|keystore|truststore|ssl_peer_metadata)\s*=>", re.MULTILINE)
+        for conf in sorted((REPO / "logstash" / "pipeline").glob("*.conf")):
+            assert not removed.findall(conf.read_text()), conf.name
