@@ -261,7 +261,8 @@ class TestKibanaRequests:
         ("status", "message"),
         [
             ((401, {"statusCode": 401}), "rejected the credentials (401)"),
-            ((200, {"version": {"number": "7.17.0"}, "status": {"overall": {"level": "available"}}}), "is version 7.17.0; hvdlog's saved objects target 8.19 and import into 9.x"),
+            ((200, {"version": {"number": "7.17.0"}, "status": {"overall": {"level": "available"}}}),
+             "is version 7.17.0; hvdlog's saved objects target 8.19 and import into 9.x"),
         ],
         ids=["unauthorized", "wrong-version"],
     )
