@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 environment="$(bash scripts/bootstrap.sh check)"
 eval "$environment"
-unset HVDLOG_ES_HOME HVDLOG_JRUBY HVDLOG_FILEBEAT HVDLOG_MUSTACHE HVDLOG_COMPOSECHECK
+unset HVDLOG_ES_HOME HVDLOG_ES9_HOME HVDLOG_ES9_JAVA_HOME HVDLOG_JRUBY HVDLOG_FILEBEAT HVDLOG_MUSTACHE HVDLOG_COMPOSECHECK
 export HVDLOG_TIER=check
 printf '\033[1m==>\033[0m %s\n' "running the fast tier (make test runs everything)" >&2
 exec python -m pytest -m "not (elasticsearch or horovod or jvm or tools)" "$@"

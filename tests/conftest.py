@@ -20,7 +20,7 @@ os.environ["TZ"] = "UTC"
 
 
 #: Fixtures that start or use the real Elasticsearch: a test asking for one is marked `elasticsearch`.
-ES_FIXTURES = frozenset({"es_server", "es_url", "es"})
+ES_FIXTURES = frozenset({"es_major", "es_server", "es_url", "es"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
