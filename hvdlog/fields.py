@@ -115,12 +115,17 @@ FIELDS: Final[tuple[Field, ...]] = (
     ),
     Field("host.name", "keyword", "ecs", "Host the rank ran on.", "node1"),
     Field("process.pid", "long", "ecs", "PID of the rank's process.", 4242),
-    Field("process.exit_code", "long", "ecs", "Exit status of a rank, as horovodrun reports it.", 1),
+    Field("process.exit_code", "long", "ecs", "Exit status of a rank, as horovodrun reports it or as the rank recorded at its end (`process_exit`).", 1),
+    Field(
+        "hvdlog.launcher.exit_code", "long", "hvdlog",
+        "Exit status of the launcher (`horovodrun`, `mpirun`) that `hvdlog run` ran, on its `launcher_exit` event (128+N: killed by signal N).", 0,
+    ),
     Field("event.dataset", "keyword", "ecs", "Source of the document, one of DATASETS.", "horovod.app"),
     Field("event.kind", "keyword", "ecs", "`event`, or `pipeline_error` when parsing failed.", "event"),
     Field(
         "event.action", "keyword", "ecs",
-        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, resources, elastic_reset, autotune_sample;"
+        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, process_exit, launcher_exit, resources,"
+        " elastic_reset, autotune_sample;"
         " negotiation or operation (timeline).", "stall",
     ),
     Field("event.reason", "keyword", "ecs", "Why the event happened, e.g. the signal name of a `signal` event.", "SIGTERM"),

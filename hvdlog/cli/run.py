@@ -26,6 +26,8 @@ The job's folder is made 0750 and launcher.log (and the autotune log) 0640, as t
 theirs. SIGINT and SIGTERM are passed on to the launcher; a SIGHUP is not (a terminal that
 hangs up sends the launcher its own), and we stay for its status. The exit status is always
 the launcher's (128 + N when signal N ended it); 2 only when it could not be started.
+The launcher's exit status is also recorded as a ``launcher_exit`` event in
+``<root>/<job>/<host>/launcher.jsonl`` (:mod:`hvdlog.cli.launcher_exit`): a fact that says the job ended, and how.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from typing import Final
 import click
 
 from hvdlog import layout
+from hvdlog.cli.launcher_exit import record_exit
 from hvdlog.runtime.writer import FILE_MODE, make_private_dirs
 
 __all__ = ["LAUNCHER_LOG", "WORKER_LINE", "is_elastic_launch", "launcher_command", "run"]
@@ -107,6 +110,7 @@ def run(root: Path | None, job: str | None, command: tuple[str, ...]) -> None:
     click.echo(f"hvdlog run: job {job_id}, launcher console in {job_dir / LAUNCHER_LOG}", err=True)
     status = _launch(arguments, env, job_dir / LAUNCHER_LOG, skip_workers=is_elastic_launch(arguments))
     # The one place the launcher's exit status is known (the run's result is recorded from here).
+    record_exit(job_dir, job_id, status, arguments[0])
     sys.exit(status)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from hvdlog.analyses.autotune import autotune_line
 from hvdlog.cli.run import launcher_command
+from hvdlog.documents import get_field
 from hvdlog.parse.autotune import autotune_documents
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
@@ -56,6 +57,17 @@ class TestRun:
         lines = (tmp_path / "j" / "launcher.log").read_text().splitlines()
         assert sorted(ARRIVAL.sub("", line) for line in lines) == ["err line", f"out j {tmp_path}"]
         assert all(ARRIVAL.match(line) for line in lines)
+
+    @pytest.mark.parametrize(("body", "status", "reason"), [("pass", 0, None), ("import sys; sys.exit(5)", 5, None),
+                                                             ("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", 143, "SIGTERM")])
+    def test_launcher_exit_is_recorded(self, tmp_path: Path, body: str, status: int, reason: str | None) -> None:
+        """The launcher's exit status becomes a launcher_exit event in <job>/<host>/launcher.jsonl, read as job j's."""
+        done = hvdlog_run(tmp_path, sys.executable, "-c", body)
+        assert done.returncode == status, done.stderr
+        (path,) = (tmp_path / "j").glob("*/launcher.jsonl")
+        (doc,) = FileSource([tmp_path]).search(Filter(any_of=()))
+        assert get_field(doc, "event.action") == "launcher_exit" and get_field(doc, "hvdlog.launcher.exit_code") == status
+        assert doc["job"] == "j" and get_field(doc, "event.reason") == reason and doc.get("rank") is None and path.stat().st_mode & 0o777 == 0o640
 
     def test_elastic_keeps_worker_lines_out(self, tmp_path: Path) -> None:
         """An elastic launch (--min-np/--max-np/--host-discovery-script): the workers' tagged lines reach

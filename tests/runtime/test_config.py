@@ -28,9 +28,17 @@ def run_script(tmp_path: Path, body: str, env: dict[str, str] | None = None, tim
     return subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=timeout, env=full_env, check=False)
 
 
-def events(tmp_path: Path, rank: int = 1) -> list[dict]:
+def events(tmp_path: Path, rank: int = 1, *, ends: bool = False) -> list[dict]:
+    """The rank's events; its exit record (written at every interpreter exit) only with ``ends``."""
     path = next((tmp_path / "logs" / "t").glob(f"*/rank-{rank}.jsonl"))
-    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    found = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    return found if ends else [event for event in found if event.get("event.action") != "process_exit"]
+
+
+def exit_record(tmp_path: Path) -> dict:
+    """The one exit record of rank 1's process."""
+    (record,) = [event for event in events(tmp_path, ends=True) if event.get("event.action") == "process_exit"]
+    return record
 
 
 ARRIVAL = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ", re.MULTILINE)
@@ -110,6 +118,27 @@ class TestCrashesAndSignals:
         assert result.returncode == -signal.SIGTERM
         _up, term = events(tmp_path)
         assert (term["event.action"], term["event.reason"], term["log.level"]) == ("signal", "SIGTERM", "warning")
+
+    @pytest.mark.parametrize(
+        ("body", "status", "reason", "level"),
+        [
+            ("log.info('up')", 0, "the script ended", "info"),
+            ("sys.exit(3)", 3, "sys.exit", "error"),
+            ("sys.exit()", 0, "sys.exit", "info"),
+            ("with hvdlog.step(7):\n    raise KeyError('missing')", 1, "uncaught KeyError", "error"),
+            ("raise KeyboardInterrupt", 130, "SIGINT", "warning"),
+            ("os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)", 143, "SIGTERM", "warning"),
+        ],
+    )
+    def test_the_rank_records_its_own_end(self, tmp_path: Path, body: str, status: int, reason: str, level: str) -> None:
+        """Each way a process ends leaves one exit record with the status the process really ended with."""
+        result = run_script(tmp_path, body)
+        record = exit_record(tmp_path)
+        assert (record["process.exit_code"], record["event.reason"], record["log.level"]) == (status, reason, level)
+        assert (result.returncode if result.returncode >= 0 else 128 - result.returncode) == status
+        assert record["rank"] == 1 and events(tmp_path, ends=True)[-1] is not None
+        if "step(7)" in body:
+            assert record["step"] == 7
 
     def test_sigkill_loses_no_logged_line(self, tmp_path: Path) -> None:
         """Every line logged before SIGKILL is on disk, JSON and native output alike."""
