@@ -91,6 +91,8 @@ def _summary(item: Evidence, reason: str | None = None) -> dict[str, Any]:
         "kind": item.kind,
         "source": item.source,
         "noun": noun(item),
+        # the step the failing event carries (an exception inside hvdlog.step(7) says 7), None when it has none
+        "step": step if isinstance(step := item.doc.get("step"), int) and not isinstance(step, bool) else None,
     }
     if epoch := epoch_of(item.doc):
         out["epoch"] = epoch

@@ -2,13 +2,12 @@
 
 The first question on a root with hundreds of jobs, so it reads little: over files, the
 layout's paths give job, host and rank, ``stat`` gives the size, the first line and the last
-lines of each ``.jsonl`` give the time span and the recent step interval, and only the error
-and critical lines (a needle scan) are parsed for the status. Over Elasticsearch one
-aggregation by ``job`` gives the same figures (size on disk is not per job there: "size
-unknown"). Only jobs with errors are analysed further, by
-:func:`hvdlog.analyses.failures.first_failure`; the status rule is the report's
-(:func:`hvdlog.analyses.report.job_status`, silence judged by the step interval), so ``jobs``
-and ``report`` give a job the same status.
+lines of each ``.jsonl`` give the time span, the recent step interval and the newest stall
+reports, and only the failure evidence, stall reports and exit records (a needle scan) are
+parsed for the status. Over Elasticsearch one aggregation by ``job`` gives the same figures
+(size on disk is not per job there: "size unknown"). The status is the job model's
+(:func:`hvdlog.analyses.job.build`), so ``jobs`` and ``report`` give a job the same status.
+Times are the events' own: a copied folder (``cp -r``) keeps its jobs' times.
 """
 
 from __future__ import annotations
@@ -21,13 +20,15 @@ from typing import Any, Final
 
 import orjson
 
-from hvdlog.analyses.failures import first_failure
-from hvdlog.analyses.report import JobFacts, failure_section, iso, job_status
+from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
+from hvdlog.analyses.job import build
+from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
+from hvdlog.analyses.stalls import STALL_EVENTS, stall_episodes
 from hvdlog.documents import Document, timestamp_millis
 from hvdlog.layout import parse_path, path_rank, walk
-from hvdlog.query.spec import Filter
+from hvdlog.query.spec import Condition, Filter
 
-__all__ = ["JobRow", "from_aggregation", "from_files", "jobs_query"]
+__all__ = ["NEEDED", "JobRow", "from_aggregation", "from_files", "jobs_query"]
 
 #: Bytes read from the end of a file: its last lines (a few dozen events).
 _TAIL: Final = 16384
@@ -45,6 +46,8 @@ class JobRow:
     size_bytes: int | None = None
     files: int | None = None
     status: dict[str, str] = field(default_factory=dict)
+    #: The answers every view shares (:meth:`hvdlog.analyses.job.JobModel.verdict`).
+    verdict: dict[str, Any] = field(default_factory=dict)
     #: Where the job was found: a directory, or the cluster's URL.
     where: str = ""
 
@@ -104,6 +107,7 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
     from hvdlog.query.files import FileSource
 
     facts = JobFacts(job)
+    tails: list[Document] = []
     size = 0
     for path in files:
         try:
@@ -116,21 +120,29 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
         if (parsed := parse_path(path)) is not None:
             facts.hosts.add(parsed.host)
         edges = _edge_documents(path) if path.name.endswith(".jsonl") else []
-        for doc in edges:  # the same facts the report folds, from the file's ends only
+        for doc in edges:  # the same facts the report folds, from the file's ends only (never the file's mtime)
             facts.add(doc)
-        if not edges:  # a capture or an unreadable file: its last write is its last activity
-            facts.last_ms = max(facts.last_ms or 0, int(stat.st_mtime * 1000))
-    errors = list(FileSource(files, warn=lambda _m: None).search(Filter(min_level="error")))
-    return _row(facts, errors, size, len(files), where, now)
+            if not NEEDED.matches(doc):  # those are read below, once
+                tails.append(doc)
+    needed = list(FileSource(files, warn=lambda _m: None).search(NEEDED))
+    for doc in needed:  # exit records and stall reports are facts wherever they are in the file
+        if Filter(any_of=END_EVENTS).matches(doc) or Filter(any_of=STALL_EVENTS[:2]).matches(doc):
+            facts.add(doc)
+    return _row(facts, needed + tails, size, len(files), where, now)
 
 
-def _row(facts: JobFacts, errors: list[Document], size: int | None, files: int | None, where: str, now: float | None) -> JobRow:
-    """The row of one job; the failure analysis runs only when it has errors."""
-    reports = first_failure(errors) if errors else []
-    failure = failure_section(reports[0].to_json()) if reports else None
+#: What the status needs beyond the files' ends: failure evidence, stall reports, exit records.
+NEEDED: Final = Filter(any_of=(*FAILURE_EVENTS, *STALL_EVENTS, *END_EVENTS))
+
+
+def _row(facts: JobFacts, docs: list[Document], size: int | None, files: int | None, where: str, now: float | None) -> JobRow:
+    """The row of one job: the job model built from the documents read (the status rule is the report's)."""
+    reports = first_failure(docs) if docs else []
+    episodes = stall_episodes(doc for doc in docs if Filter(any_of=(*STALL_EVENTS, Condition("step"))).matches(doc))
+    model = build(facts, reports[0].to_json() if reports else None, episodes, (), docs, now)
     return JobRow(
         facts.job, sorted(facts.ranks), sorted(facts.hosts), iso(facts.first_ms), iso(facts.last_ms),
-        size, files, job_status(facts, failure, now), where,
+        size, files, model.status, model.verdict(), where,
     )
 
 
@@ -150,6 +162,12 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
                 "ranks": {"terms": {"field": "rank", "size": 4096}},
                 "hosts": {"terms": {"field": "host.name", "size": 256}},
                 "errors": {"filter": {"terms": {"log.level": ["error", "critical"]}}},
+                # exit records and stall reports: the facts the status rests on (JobFacts)
+                "ends": {"filter": {"terms": {"event.action": ["process_exit", "launcher_exit", "stall"]}}},
+                # the newest event that is neither a stall report nor an exit record: is a stall the job's last word?
+                "active": {"filter": {"bool": {"must_not": [{"terms": {"event.action": ["stall", "process_exit", "launcher_exit", "resources"]}},
+                                                            {"exists": {"field": "horovod.stall.missing_ranks"}}]}},
+                           "aggs": {"last": {"max": {"field": "@timestamp"}}}},
                 # the stepping span, for the step interval that judges silence (JobFacts.step_seconds)
                 "stepped": {"filter": {"exists": {"field": "step"}}, "aggs": {"first": _step_edge("asc"), "last": _step_edge("desc")}},
             },
@@ -160,7 +178,8 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
 def from_aggregation(
     response: dict[str, Any], errors_of: Callable[[str], list[Document]], where: str, now: float | None = None
 ) -> list[JobRow]:
-    """Rows from :func:`jobs_query`'s answer; ``errors_of(job)`` fetches a failing job's errors."""
+    """Rows from :func:`jobs_query`'s answer; ``errors_of(job)`` fetches the job's :data:`NEEDED` documents
+    (only for a job with errors, exit records or stall reports)."""
     rows = []
     for bucket in response.get("aggregations", {}).get("jobs", {}).get("buckets", []):
         facts = JobFacts(str(bucket["key"]))
@@ -173,6 +192,11 @@ def from_aggregation(
                 millis, step = timestamp_millis(hit["_source"].get("@timestamp")), hit["_source"].get("step")
                 if millis is not None and isinstance(step, int) and not isinstance(step, bool):
                     facts.saw_step(millis, step)
-        errors = errors_of(str(bucket["key"])) if bucket["errors"]["doc_count"] else []
-        rows.append(_row(facts, errors, None, None, where, now))
+        docs = errors_of(str(bucket["key"])) if bucket["errors"]["doc_count"] or bucket.get("ends", {}).get("doc_count") else []
+        for doc in docs:
+            if Filter(any_of=END_EVENTS).matches(doc) or Filter(any_of=STALL_EVENTS[:2]).matches(doc):
+                facts.add(doc)
+        active = bucket.get("active", {}).get("last", {}).get("value")
+        facts.last_activity_ms = int(active) if active is not None else facts.last_activity_ms
+        rows.append(_row(facts, docs, None, None, where, now))
     return rows

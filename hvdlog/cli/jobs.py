@@ -10,7 +10,7 @@ from hvdlog.analyses.jobs import JobRow, from_aggregation, from_files, jobs_quer
 from hvdlog.cli.options import EXIT_FOUND, EXIT_NOTHING, fail, warn
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.layout import DEFAULT_ROOT
-from hvdlog.query.spec import Condition, Filter, format_ranks
+from hvdlog.query.spec import format_ranks
 
 __all__ = ["jobs"]
 
@@ -25,7 +25,9 @@ def _size(value: int | None) -> str:
 
 
 def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[JobRow]:
-    from hvdlog.analyses.failures import FAILURE_EVENTS
+    from dataclasses import replace
+
+    from hvdlog.analyses.jobs import NEEDED
     from hvdlog.query.es import ElasticsearchSource
     from hvdlog.query.source import SourceError
 
@@ -35,7 +37,7 @@ def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[Jo
         with source._errors("aggregating jobs in"):
             response = es.search(index=index, size=0, aggs=jobs_query(), ignore_unavailable=True)
         return from_aggregation(
-            dict(response), lambda job: list(source.search(Filter(jobs=(job,), any_of=(Condition("log.level", min_level="error"), *FAILURE_EVENTS[1:])))),
+            dict(response), lambda job: list(source.search(replace(NEEDED, jobs=(job,)))),
             source.label,
         )
     except SourceError as exc:

@@ -91,7 +91,7 @@ class Hooks:
         if threading.current_thread() is threading.main_thread():
             self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
         self._previous_exit = sys.exit
-        sys.exit = self._exit_called
+        sys.exit = self._exit_called  # type: ignore[assignment]  # same call, remembers the status first
         atexit.register(self._at_exit)
 
     def uninstall(self) -> None:

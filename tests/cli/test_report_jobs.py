@@ -66,7 +66,7 @@ class TestReport:
         assert result.exit_code == 0, result.stderr
         lines = result.stdout.splitlines()
         assert lines[0].startswith("job crashed: 2 ranks (0-1) on node1") and "last step 4" in lines[0]
-        assert lines[1].startswith("  FAILED (certain): rank 1: ValueError: bad batch"), lines[1]
+        assert lines[1].startswith("  FAILED (certain): rank 1 at step 4: ValueError: bad batch"), lines[1]  # the step (M6)
         titles = [line.split()[0] for line in lines[2:] if not line.startswith(" " * 16)]
         assert titles == ["first", "stalls", "stragglers", "timeline", "resources"], lines
         assert f"(more: hvdlog first-failure {root / 'crashed'})" in result.stdout

@@ -1,0 +1,106 @@
+"""What one pass over a job's documents says without any analysis: ranks, hosts, time span,
+steps, and the recorded facts about its end (exit records, the launcher's status, the newest
+stall report). ``report``, ``jobs`` and ``watch`` fold documents into it the same way."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Final
+
+from hvdlog.documents import Document, get_field, timestamp_millis
+from hvdlog.query.spec import MAX_JOB_SIZE, Condition
+
+__all__ = ["END_EVENTS", "JobFacts", "iso"]
+
+#: The recorded ends: a rank's own exit record and the launcher's (``hvdlog run``).
+END_EVENTS: Final = (Condition("event.action", ("process_exit", "launcher_exit")),)
+
+
+def iso(millis: int | None) -> str | None:
+    """``2026-11-29T15:47:55.123Z`` from epoch milliseconds."""
+    if millis is None:
+        return None
+    seconds, rest = divmod(millis, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}Z"
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def is_stall_report(doc: Document) -> bool:
+    """A stall report (watchdog or Horovod's inspector): while a job hangs these are its newest events."""
+    return get_field(doc, "event.action") == "stall" or get_field(doc, "horovod.stall.missing_ranks") is not None
+
+
+@dataclass
+class JobFacts:
+    """What one pass over a job's documents says without any analysis."""
+
+    job: str | None
+    ranks: set[int] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+    first_ms: int | None = None
+    last_ms: int | None = None
+    last_step: int | None = None
+    size: int | None = None
+    events: int = 0
+    #: rank -> exit code, from the rank's own exit record or the launcher's or the capture's lines.
+    exit_codes: dict[int, int] = field(default_factory=dict)
+    #: rank -> exit code of the rank's own ``process_exit`` record only (a fact, not a launcher's word).
+    own_exits: dict[int, int] = field(default_factory=dict)
+    #: The launcher's exit status (``launcher_exit``, recorded by ``hvdlog run``), and when.
+    launcher_exit: int | None = None
+    launcher_exit_ms: int | None = None
+    #: The newest stall report, and the newest event that is neither a stall report nor an exit record.
+    last_stall_ms: int | None = None
+    last_activity_ms: int | None = None
+    #: (epoch ms, step) of the earliest and the latest timed event that carries a step.
+    first_step_at: tuple[int, int] | None = None
+    last_step_at: tuple[int, int] | None = None
+
+    def step_seconds(self) -> float | None:
+        """Mean seconds per step between the first and the last stepped event; None when they span no step."""
+        if self.first_step_at is None or self.last_step_at is None or self.last_step_at[1] <= self.first_step_at[1]:
+            return None
+        return (self.last_step_at[0] - self.first_step_at[0]) / 1000 / (self.last_step_at[1] - self.first_step_at[1])
+
+    def saw_step(self, millis: int, step: int) -> None:
+        """A timed event at ``step``: widens the stepping span."""
+        if self.first_step_at is None or millis < self.first_step_at[0]:
+            self.first_step_at = (millis, step)
+        if self.last_step_at is None or millis > self.last_step_at[0]:
+            self.last_step_at = (millis, step)
+
+    def add(self, doc: Document) -> None:
+        """Fold one document into the facts."""
+        self.events += 1
+        rank, step, size = _int(doc.get("rank")), _int(doc.get("step")), doc.get("size")
+        action = get_field(doc, "event.action")
+        millis = timestamp_millis(doc.get("@timestamp"))
+        if rank is not None:
+            self.ranks.add(rank)
+            code = _int(get_field(doc, "process.exit_code"))
+            if code is not None:
+                self.exit_codes[rank] = code
+                if action == "process_exit":
+                    self.own_exits[rank] = code
+        if action == "launcher_exit" and (code := _int(get_field(doc, "hvdlog.launcher.exit_code"))) is not None:
+            self.launcher_exit, self.launcher_exit_ms = code, millis
+        if isinstance(host := get_field(doc, "host.name"), str):
+            self.hosts.add(host)
+        if step is not None:
+            self.last_step = step if self.last_step is None else max(self.last_step, step)
+        if isinstance(size, int) and 0 < size <= MAX_JOB_SIZE:
+            self.size = max(self.size or 0, size)
+        if millis is None:
+            return
+        self.first_ms = millis if self.first_ms is None else min(self.first_ms, millis)
+        self.last_ms = millis if self.last_ms is None else max(self.last_ms, millis)
+        if is_stall_report(doc):
+            self.last_stall_ms = max(self.last_stall_ms or 0, millis)
+        elif action not in ("process_exit", "launcher_exit", "resources"):
+            self.last_activity_ms = max(self.last_activity_ms or 0, millis)
+        if step is not None:
+            self.saw_step(millis, step)
