@@ -7,6 +7,8 @@ from typing import Any
 import click
 
 from hvdlog.analyses.failures import FailureReport, find_first_failure
+from hvdlog.analyses.job import culprit_of, verdict_of
+from hvdlog.analyses.stalls import find_stalls
 from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
@@ -26,10 +28,15 @@ def _where(item: dict[str, Any]) -> str:
     if item.get("host"):
         text += f" ({item['host']})"
     when = format_time(item.get("@timestamp"))
-    return text + (f" at {when}" if when != "-" else "")
+    text += f" at {when}" if when != "-" else ""
+    return text + (f", step {item['step']}" if item.get("step") is not None else "")
 
 
-def _headline(report: FailureReport) -> tuple[str, str]:
+def _headline(report: FailureReport, culprit: dict[str, Any] | None) -> tuple[str, str]:
+    if culprit is not None and culprit["by"] == "stall":  # a hang someone ended: the stalled rank, not the kill
+        step = f" at step {culprit['step']}" if culprit.get("step") is not None else ""
+        return (f"job {report.job}: rank {format_ranks(culprit['ranks'])} hung{step} (stalled since {format_time(culprit['at'])}); "
+                "the job was then ended from outside"), "bold red"
     blamed = format_ranks([rank for rank in report.blamed_ranks if rank is not None]) or "unknown"
     if report.stall is not None:
         stall = report.stall
@@ -42,10 +49,14 @@ def _headline(report: FailureReport) -> tuple[str, str]:
     return f"job {report.job}: {report.cause}", "yellow"
 
 
-def _print(printer: Printer, report: FailureReport) -> None:
-    headline, style = _headline(report)
+def _print(printer: Printer, report: FailureReport, culprit: dict[str, Any] | None) -> None:
+    headline, style = _headline(report, culprit)
     printer.text(headline, style=style)
-    printer.text(f"  why: {report.reasoning} [{report.confidence}]")
+    if culprit is not None and culprit["by"] == "stall":
+        printer.text(f"  why: {culprit['reasoning']} [{culprit['confidence']}]")
+        printer.text(f"  the failure evidence alone: {report.reasoning} [{report.confidence}]", style="dim")
+    else:
+        printer.text(f"  why: {report.reasoning} [{report.confidence}]")
     if report.culprit is not None or report.stall is not None or report.blamed_ranks:
         printer.text(f"  {report.cause}")
     if report.stack_trace:
@@ -74,12 +85,17 @@ def first_failure(run: Run, size: int | None, workers: int, **_: object) -> None
     """
     read_with(run, workers)
     reports = find_first_failure(lambda spec: run.documents(spec=spec), run.spec, size=size)
+    # the job model's culprit: in a hang someone ended, the stalled rank (the stall episodes say which)
+    episodes = find_stalls(lambda spec: run.documents(spec=spec), run.spec, size=size) if reports else []
     printer = Printer(as_json=run.as_json)
     for report in reports:
+        found = report.to_json()
+        culprit = culprit_of(found, [episode for episode in episodes if episode.job == report.job])
         if run.as_json:
-            printer.json(report.to_json())
+            verdict = verdict_of({}, culprit, report.recovered, [])
+            printer.json({**found, "job_culprit": culprit, "verdict": {key: verdict[key] for key in ("culprit", "step", "recovered")}})
         else:
-            _print(printer, report)
+            _print(printer, report, culprit)
     if not reports and not run.failures:
         nothing_found("no failure", run)
     run.exit(bool(reports))

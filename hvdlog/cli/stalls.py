@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import click
 
+from hvdlog.analyses.job import episode_end
+from hvdlog.analyses.resets import epoch_of
 from hvdlog.analyses.stalls import find_stalls
 from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.query.spec import format_ranks
+from hvdlog.documents import job_of
+from hvdlog.query.spec import Condition, format_ranks
 from hvdlog.runtime.pending import summarize
 
 __all__ = ["stalls"]
@@ -32,19 +35,19 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
     """
     read_with(run, workers)
     episodes = find_stalls(lambda spec: run.documents(spec=spec), run.spec, merge_gap, size=size)
+    resets = _reset_epochs(run) if any(not episode.resolved for episode in episodes) else {}
     printer = Printer(as_json=run.as_json)
     for episode in episodes:
+        # how it ended, in the job model's words (an elastic reset past it ends it too)
+        end = episode_end(episode, resets.get(episode.job, ()))
         if run.as_json:
-            printer.json(episode.to_json())
+            printer.json({**episode.to_json(), "ended": end})
             continue
-        # The inspector never says a stall is over: without a shutdown, its warnings just stop.
-        quiet = "no shutdown" if episode.source == "inspector" else "unresolved"
-        end = "shut down" if episode.shutdown else "resolved" if episode.resolved else quiet
         missing = format_ranks(episode.missing_ranks) or "?"
         duration = f"{episode.duration_s:>7.1f} s" if episode.start is not None else "  untimed"  # pre-0.16 reports
         line = (
             f"{format_time(episode.start)}  job {episode.job}  {duration}  "
-            f"missing ranks {missing:<6} {end:<10} {episode.source}"
+            f"missing ranks {missing:<6} {end:<16} {episode.source}"
         )
         details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), summarize(episode.tensors, 6)]
         if episode.start is None:
@@ -62,3 +65,12 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
     if not episodes and not run.failures:
         nothing_found("no stall", run)
     run.exit(bool(episodes))
+
+
+def _reset_epochs(run: Run) -> dict[str | None, set[int]]:
+    """Per job, the epochs its elastic resets started (few events: one per surviving process and reset)."""
+    found: dict[str | None, set[int]] = {}
+    for doc in run.documents(spec=run.with_any_of((Condition("event.action", ("elastic_reset",)),))):
+        found.setdefault(job_of(doc), set()).add(epoch_of(doc))
+    return found
+

@@ -26,6 +26,8 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
+from hvdlog.analyses.job import culprit_of, status_of, verdict_of
+from hvdlog.analyses.job_facts import JobFacts
 from hvdlog.analyses.stalls import STALL_EVENTS, StallEpisode, stall_episodes
 from hvdlog.analyses.stragglers import stragglers
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
@@ -143,6 +145,10 @@ class _Job:
     failed: set[int] = field(default_factory=set)
     finished: bool = False
     finish_sent: bool = False
+    #: The recorded facts (exit records, the launcher's status) the job model's status rests on.
+    facts: JobFacts = field(default_factory=lambda: JobFacts(None))
+    #: Stall episodes alerted on (firing), for the finished line.
+    stalls_alerted: int = 0
 
     def host_list(self, ranks: Iterable[int]) -> list[str]:
         return sorted({self.hosts[r] for r in ranks if r in self.hosts})
@@ -162,12 +168,14 @@ class Watcher:
         name = job_of(doc)
         job = self.jobs.get(name)
         if job is None:
-            job = self.jobs[name] = _Job(name)
+            job = self.jobs[name] = _Job(name, facts=JobFacts(name))
+        job.facts.add(doc)
         job.finished = False  # a job that logs again was not finished (a long checkpoint, an elastic restart)
         rank = doc.get("rank")
         if isinstance(size := doc.get("size"), int) and 0 < size <= MAX_JOB_SIZE:
             job.size = size
-        failure, stall = _IS_FAILURE.matches(doc) and not _is_stall_report(doc), _IS_STALL.matches(doc)
+        failure = _IS_FAILURE.matches(doc) and not _is_stall_report(doc) and not _clean_exit(doc)
+        stall = _IS_STALL.matches(doc)
         if isinstance(rank, int) and not isinstance(rank, bool):
             job.last_seen[rank] = now
             if isinstance(host := get_field(doc, "host.name"), str):
@@ -225,18 +233,17 @@ class Watcher:
         if job.first_failure_at is None or now - job.first_failure_at < SETTLE_S or job.analysed_failures == job.failure_count:
             return []
         job.analysed_failures = job.failure_count
-        reports = [r for r in first_failure(list(job.failures)) if r.job == job.name] or first_failure(list(job.failures))
-        if not reports:
+        found = self._model_failure(job)
+        if found is None:
             return []
-        view = failure_view(reports[0])
-        ranks = view["blamed"]
+        view, culprit = found
+        ranks, step = culprit["ranks"], culprit["step"]
         who = f"rank {format_ranks(ranks)}" if ranks else "rank unknown"
-        step = next((d["step"] for d in job.failures if d.get("rank") in ranks and isinstance(d.get("step"), int)), None)
         if job.failure_sent is None:
-            job.failure_sent = set(view["others"])
-            summary = f"job {job.name}: first failure on {who}" + (f" at step {step}" if step is not None else "") + f": {view['cause'] or 'see reasoning'}"
-            return [self._alert("failure", "firing", job, ranks, summary, view["reasoning"], now, view["confidence"],
-                                {"collateral_ranks": view["others"], "cause": view["cause"]}, step=step)]
+            job.failure_sent = set(view["others"]) - set(ranks)
+            summary = f"job {job.name}: first failure on {who}" + (f" at step {step}" if step is not None else "") + f": {culprit['cause'] or 'see reasoning'}"
+            return [self._alert("failure", "firing", job, ranks, summary, culprit["reasoning"], now, culprit["confidence"],
+                                {"collateral_ranks": view["others"], "cause": culprit["cause"]}, step=step)]
         new = [r for r in view["others"] if r not in job.failure_sent]
         if not new:
             return []
@@ -244,6 +251,19 @@ class Watcher:
         summary = f"job {job.name}: rank {format_ranks(new)} went down after {who} (collateral)"
         return [self._alert("failure", "update", job, ranks, summary, view["reasoning"], now, view["confidence"],
                             {"collateral_ranks": sorted(job.failure_sent), "new_collateral_ranks": new, "cause": view["cause"]}, step=step)]
+
+    def _episodes(self, job: _Job) -> list[StallEpisode]:
+        return stall_episodes([*job.stall_docs, *job.latest_step_doc.values()], self.merge_gap) if job.stall_docs else []
+
+    def _model_failure(self, job: _Job) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """first-failure's view and the job model's culprit (a hang someone ended: the stalled rank) from what is kept;
+        each rank's latest step says whether an elastic job went on after a reset."""
+        docs = [*job.failures, *job.latest_step_doc.values()]
+        reports = [r for r in first_failure(docs) if r.job == job.name] or first_failure(docs)
+        if not reports:
+            return None
+        culprit = culprit_of(reports[0].to_json(), self._episodes(job))
+        return (failure_view(reports[0]), culprit) if culprit is not None else None
 
     # --- stall -----------------------------------------------------------------------------------
 
@@ -274,10 +294,11 @@ class Watcher:
         where = f" at step {episode.step}" if episode.step is not None else ""
         tensors = ", ".join(episode.tensors[:6]) or "the collective"
         waiting = format_ranks(episode.waiting_ranks)
-        summary = f"job {job.name}: stall{where}: {who} not progressing; waiting: {waiting or '-'}"
+        summary = f"job {job.name}: stall{where}: {who} not progressing; ranks waiting: {waiting or 'none reported'}"
         reasoning = (f"{episode.source} reports since {episode.start}: {who} missing from {tensors}"
                      + (f"; rank(s) {waiting} wait in {', '.join(episode.operations)}" if waiting else ""))
         job.stall_open, job.stall_members = f"stall:{job.name}:{episode.start}", set()
+        job.stalls_alerted += 1
         return self._alert("stall", "firing", job, missing, summary, reasoning, now, "certain" if missing else "unknown",
                            _stall_details(episode), step=episode.step)
 
@@ -354,33 +375,43 @@ class Watcher:
         return alerts
 
     def _finished(self, job: _Job, now: float) -> list[Alert]:
-        """Every rank quiet for the threshold: the job ended (failure, recovered, or success)."""
-        after = self.finished_after if self.finished_after is not None else self.silence_threshold(job)
-        if not job.last_seen or any(now - seen < after for seen in job.last_seen.values()) or job.finish_sent:
+        """The job ended: its launcher or every rank recorded its end, or every rank was quiet for the
+        threshold. The outcome is the job model's status (the same rule as ``report`` and ``jobs``)."""
+        if not job.last_seen or job.finish_sent:
             return []
-        if not job.last_step and not job.failures:
-            return []  # quiet before the first step is a slow start (imports, hvd.init), not an end
+        after = self.finished_after if self.finished_after is not None else self.silence_threshold(job)
+        recorded = job.facts.launcher_exit is not None or (bool(job.facts.own_exits) and len(job.facts.own_exits) >= (job.size or len(job.last_seen)))
+        if not recorded:
+            if any(now - seen < after for seen in job.last_seen.values()):
+                return []
+            if not job.last_step and not job.failures:
+                return []  # quiet before the first step is a slow start (imports, hvd.init), not an end
         if job.first_failure_at is not None and job.analysed_failures != job.failure_count:
             return []  # its failure alert first
+        found = self._model_failure(job) if job.failures else None
+        culprit = found[1] if found is not None else None
+        recovered = (found[0]["recovered"] if found is not None else None) or False
+        status = status_of(job.facts, culprit, recovered, self._episodes(job), now)
+        if status["state"] in ("hung", "running") and not recorded:
+            status = {"state": "finished", "confidence": "likely", "reasoning": ""}  # silent everywhere: the end as far as logs tell
+        outcome = {"finished": "success", "failed": "failure", "recovered": "recovered"}.get(status["state"], status["state"])
         job.finished = job.finish_sent = True
         steps = [step for step, _ in job.last_step.values()]
-        at = f" at step {max(steps)}" if steps else ""
-        recovered = None
-        if job.failures:
-            reports = first_failure(list(job.failures))
-            recovered = failure_view(reports[0])["recovered"] if reports else None
-        if recovered:
-            outcome, reasoning, confidence = "recovered", "the job failed and Horovod elastic recovered it", "likely"
-        elif job.failure_sent is not None or job.failures:
-            outcome, reasoning, confidence = "failure", "a failure was reported, then every rank stopped logging", "certain"
-        else:
-            outcome, confidence = "success", "likely"
-            reasoning = f"every rank stopped logging for {after:g} s with no failure, no stall and no silent rank before"
+        step = culprit["step"] if outcome == "failure" and culprit is not None and culprit.get("step") is not None else (max(steps) if steps else None)
+        reasoning = status["reasoning"] or self._quiet_reasoning(job, after)
         ranks = sorted(job.last_seen)
+        at = f" at step {step}" if step is not None else ""
         summary = f"job {job.name} finished: {outcome}{at} ({len(ranks)} rank(s))"
         job.silent.clear()
-        return [self._alert("job_finished", outcome, job, ranks, summary, reasoning, now, confidence,
-                            {"outcome": outcome}, step=max(steps) if steps else None)]
+        verdict = verdict_of(status, culprit, recovered, sorted(job.straggler_open))
+        return [self._alert("job_finished", outcome, job, ranks, summary, reasoning, now, status["confidence"],
+                            {"outcome": outcome, "status": status, "verdict": verdict}, step=step)]
+
+    @staticmethod
+    def _quiet_reasoning(job: _Job, after: float) -> str:
+        """Why a job that recorded no end is taken as finished: the silence, and what came before it."""
+        before = f"after {job.stalls_alerted} stall alert(s) that ended" if job.stalls_alerted else "with no stall"
+        return f"every rank stopped logging for {after:g} s, {before}, no failure and no silent rank; no exit record says so for certain"
 
     def _alert(self, kind: str, status: str, job: _Job, ranks: list[int], summary: str, reasoning: str, now: float,
                confidence: str | None, details: dict[str, Any] | None = None, *, step: int | None = None, episode: str | None = None) -> Alert:
@@ -393,6 +424,11 @@ class Watcher:
 def _stall_details(episode: StallEpisode) -> dict[str, Any]:
     return {"source": episode.source, "start": episode.start, "tensors": episode.tensors[:20], "waiting_ranks": episode.waiting_ranks,
             "operations": episode.operations, "shutdown": episode.shutdown}
+
+
+def _clean_exit(doc: Document) -> bool:
+    """A rank's own exit record with status 0: the end of a job, not a failure."""
+    return bool(get_field(doc, "event.action") == "process_exit" and get_field(doc, "process.exit_code") == 0)
 
 
 def _is_stall_report(doc: Document) -> bool:
