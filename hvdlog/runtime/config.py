@@ -24,6 +24,7 @@ import structlog
 
 from hvdlog import layout
 from hvdlog.fields import APP_DATASET, LEVELS
+from hvdlog.runtime import ending
 from hvdlog.runtime import rank as _rank
 from hvdlog.runtime import resets as _resets
 from hvdlog.runtime.capture import NativeCapture
@@ -373,6 +374,7 @@ def shutdown() -> None:
         lambda: config.timeline.stop() if config.timeline is not None else None,
         lambda: config.resources.stop() if config.resources is not None else None,
         lambda: config.hooks.uninstall() if config.hooks is not None else None,
+        lambda: _record_exit_in(config),
         console_off.set,
         lambda: setattr(config.writer, "console_fd", 2),
         lambda: config.capture.stop() if config.capture is not None else None,
@@ -384,6 +386,21 @@ def shutdown() -> None:
             step()
         except Exception as exc:  # noqa: BLE001 - shutting logging down must not fail training
             _say(f"hvdlog: during shutdown: {type(exc).__name__}: {exc}")
+
+
+def _record_exit_in(config: Configuration) -> None:
+    """After shutdown the process's exit record is appended to the rank's events file (never through a symlink)."""
+    path, renderer = config.path, config.renderer
+
+    def append(level: str, message: str, fields: dict[str, Any]) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+        try:
+            os.write(fd, renderer.render_safely(level, message, fields))
+        finally:
+            os.close(fd)
+
+    if config.hooks is not None:
+        ending.recorder.fallback = append
 
 
 def _say(message: str) -> None:

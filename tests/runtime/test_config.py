@@ -128,6 +128,9 @@ class TestCrashesAndSignals:
             ("with hvdlog.step(7):\n    raise KeyError('missing')", 1, "uncaught KeyError", "error"),
             ("raise KeyboardInterrupt", 130, "SIGINT", "warning"),
             ("os.kill(os.getpid(), signal.SIGTERM); time.sleep(5)", 143, "SIGTERM", "warning"),
+            ("hvdlog.shutdown(); sys.exit(4)", 4, "sys.exit", "error"),  # sys.exit(main()) with shutdown() inside main
+            ("hvdlog.shutdown(); raise ValueError('late')", 1, "uncaught ValueError", "error"),
+            ("hvdlog.shutdown()", 0, "the script ended", "info"),
         ],
     )
     def test_the_rank_records_its_own_end(self, tmp_path: Path, body: str, status: int, reason: str, level: str) -> None:
