@@ -170,6 +170,10 @@ def _fast_json() -> Any:
     return OrjsonLoads()
 
 
+#: OpenSSL's reason when the answer to a TLS hello is not TLS (a plain-HTTP server's ``HTTP/1.0 400``).
+_PLAIN_HTTP: Final = "WRONG_VERSION_NUMBER"
+
+
 def _reason(exc: Exception) -> str:
     """The server's own reason from an ApiError body, else the exception's message."""
     body = getattr(exc, "body", None)
@@ -194,6 +198,9 @@ def describe(exc: BaseException, url: str, doing: str, *, privileges: str = "the
         text = f"{where} refused {doing} (403: {_reason(exc)}): the user needs {privileges}"
     elif isinstance(exc, elasticsearch.UnsupportedProductError):
         text = f"the server at {mask_credentials(url)} is not an Elasticsearch the client accepts ({exc}); hvdlog needs 8.x or 9.x"
+    elif isinstance(exc, elastic_transport.TlsError) and _PLAIN_HTTP in _reason(exc):
+        # what an https:// URL meets at a plain-HTTP port: no CA helps, the scheme is wrong
+        text = f"TLS with {where} failed: the server speaks plain HTTP: use http://"
     elif isinstance(exc, elastic_transport.TlsError):
         text = f"TLS with {where} failed ({_reason(exc)}): pass the cluster's CA with --es-ca (HVDLOG_ES_CA)"
     elif isinstance(exc, elastic_transport.ConnectionTimeout):
