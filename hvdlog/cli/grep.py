@@ -79,6 +79,7 @@ def grep(
     except FilterError as exc:
         raise click.UsageError(sentence(str(exc))) from None
     printer = Printer(as_json=run.as_json, color=color)
+    printer.show_job = several_jobs(run)
     docs = _last(run, spec, last) if last is not None else drop_echoes(run.documents(spec=spec))
     found = False
     if run.as_json:
@@ -94,6 +95,20 @@ def grep(
         _follow(run, spec, interval, printer)
     printer.flush()
     run.exit(found)
+
+
+def several_jobs(run: Run) -> bool:
+    """Whether the events can come from several jobs, so each line names its job: a root holding
+    several jobs of our layout, or Elasticsearch without one --job."""
+    from hvdlog.layout import parse_path, walk
+    from hvdlog.query.es import ElasticsearchSource
+
+    if len(run.spec.jobs or ()) == 1:
+        return False
+    if any(isinstance(source, ElasticsearchSource) for source in run.sources):
+        return True
+    jobs = {found.job for path in walk(run.file_paths(), lambda _m: None) if (found := parse_path(path)) is not None}
+    return len(jobs) > 1
 
 
 def _single(doc: Document) -> Group:

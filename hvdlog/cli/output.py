@@ -131,6 +131,8 @@ class Printer:
     def __init__(self, *, as_json: bool, color: bool | None = None, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stdout
         self.as_json = as_json
+        #: Put each event's job after its time: set when the events come from several jobs (a root of many).
+        self.show_job = False
         auto = self.stream.isatty() and not os.environ.get("NO_COLOR")  # https://no-color.org
         self.color = (auto if color is None else color) and not as_json
         #: Logged text is data: on a terminal its control characters are shown, not obeyed.
@@ -179,6 +181,10 @@ class Printer:
         step = doc.get("step")
         message = one_line(doc)
         parts = [format_time(doc.get("@timestamp")), f"{who:<9}", f"{level.upper():<8}", f"step {step}" if step is not None else "-", message]
+        styles: tuple[str | None, ...] = ("cyan", "magenta", _LEVEL_STYLES.get(level, ""), "blue", None)
+        if self.show_job:
+            parts.insert(1, f"{str(doc.get('job') or '-')[:24]:<24}")
+            styles = ("cyan", "yellow", *styles[1:])
         if self.escape:
             parts = [escape_controls(part) for part in parts]
         if self._console is None or not self.color:
@@ -187,7 +193,7 @@ class Printer:
         from rich.text import Text
 
         line = Text()
-        for part, style in zip(parts, ("cyan", "magenta", _LEVEL_STYLES.get(level, ""), "blue", None), strict=True):
+        for part, style in zip(parts, styles, strict=True):
             line.append(part, style=style)
             line.append("  ")
         self._console.print(line)

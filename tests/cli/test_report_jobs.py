@@ -270,3 +270,72 @@ class TestProgress:
         assert list(source.search(Filter(min_level="error")))
         assert source.progress is not None and source.progress.done_files == 6
         assert source.progress.done_bytes == sum(p.stat().st_size for p in root.rglob("*.jsonl"))
+
+
+def _stall(at: float, step: int, seconds: float, operation: str | None = None) -> dict[str, object]:
+    """A watchdog stall report as the runtime writes it (a waiting rank names its collective)."""
+    event: dict[str, object] = {"@timestamp": _iso(at), "log.level": "warning", "message": "stalled", "event.action": "stall",
+                                "horovod.stall.source": "watchdog", "horovod.stall.seconds": seconds, "step": step}
+    if operation:
+        event["horovod.stall.operation"] = operation
+    return event
+
+
+def _statuses(root: Path) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+    rows = {row["job"]: row["status"] for row in map(json.loads, hvdlog("jobs", "--json", str(root)).stdout.splitlines())}
+    reports = {doc["job"]: doc["status"] for doc in map(json.loads, hvdlog("report", "--json", str(root)).stdout.splitlines())}
+    return rows, reports
+
+
+class TestOneVerdict:
+    """Issue 40: the status is the job model's, facts first, the same in report and jobs."""
+
+    def test_a_job_whose_newest_events_are_stall_reports_is_hung(self, tmp_path: Path) -> None:
+        """Rank 1 stopped at step 3 and both watchdogs keep reporting: hung, naming rank 1 (M2), not running."""
+        root, now = tmp_path / "logs", time.time()
+        _write(root, "stuck", 0, [*_steps(now - 40, 3), *(_stall(now - 30 + 6 * i, 3, 5 + 6 * i, "allreduce") for i in range(5))])
+        _write(root, "stuck", 1, [*_steps(now - 40, 3), *(_stall(now - 30 + 6 * i, 3, 5 + 6 * i) for i in range(5))])
+        rows, reports = _statuses(root)
+        assert rows["stuck"]["state"] == reports["stuck"]["state"] == "hung"  # (the reasoning says the reports' age)
+        assert rows["stuck"]["state"] == "hung" and "rank 1 has not progressed at step 3" in rows["stuck"]["reasoning"], rows
+
+    def test_every_rank_recorded_a_clean_end(self, tmp_path: Path) -> None:
+        """Exit records of status 0 from every rank: finished for certain, seconds after the end (M2)."""
+        root, now = tmp_path / "logs", time.time()
+        for rank in (0, 1):
+            _write(root, "ended", rank, [*_steps(now - 10, 5), {"@timestamp": _iso(now - 4), "log.level": "info", "message": "process exit: status 0",
+                                                              "event.action": "process_exit", "process.exit_code": 0}])
+        rows, reports = _statuses(root)
+        assert rows == reports
+        assert rows["ended"] == {"state": "finished", "confidence": "certain",
+                                 "reasoning": "every rank recorded a clean end (exit status 0, 2 exit records)"}
+
+    def test_the_launcher_recorded_its_exit_status(self, tmp_path: Path) -> None:
+        """`hvdlog run`'s launcher_exit record decides: status 0 is finished for certain, whatever the ranks recorded."""
+        root, now = tmp_path / "logs", time.time()
+        for rank in (0, 1):
+            _write(root, "launched", rank, _steps(now - 10, 5))
+        (root / "launched" / "node1" / "launcher.jsonl").write_text(json.dumps({
+            "@timestamp": _iso(now - 3), "log.level": "info", "message": "launcher horovodrun exited with status 0", "job": "launched",
+            "event.action": "launcher_exit", "hvdlog.launcher.exit_code": 0}) + "\n")
+        rows, reports = _statuses(root)
+        assert rows == reports
+        assert rows["launched"] == {"state": "finished", "confidence": "certain", "reasoning": "the launcher exited with status 0"}
+
+    def test_a_copied_root_keeps_its_times(self, tmp_path: Path) -> None:
+        """Times come from the events, never from files' modification times: a capture written now
+        (as `cp -r` makes every file) does not make a job of two hours ago look running (M5)."""
+        root, then = tmp_path / "logs", time.time() - 7200
+        for rank in (0, 1):
+            _write(root, "old", rank, _steps(then, 5))
+            capture = root / "old" / "node1" / f"rank-{rank}.stdout.log"
+            capture.write_text(f"{_iso(then + 2)[:-1]}000Z printed by the script\n")
+        (row,) = map(json.loads, hvdlog("jobs", "--json", str(root)).stdout.splitlines())
+        assert row["last"] == _iso(then + 4) and row["status"]["state"] == "finished", row
+
+    def test_grep_over_several_jobs_names_each_line_s_job(self, root: Path) -> None:
+        """A root of several jobs: each line names its job (M12); one job: no job column."""
+        several = hvdlog("grep", "--level", "error", str(root)).stdout.splitlines()
+        assert several and all(line.split()[2] == "crashed" for line in several), several
+        one = hvdlog("grep", "--level", "error", str(root / "crashed")).stdout.splitlines()
+        assert one and all(line.split()[2] == "rank" for line in one), one
