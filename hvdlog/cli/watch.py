@@ -26,6 +26,7 @@ from hvdlog.cli.grep import _Backoff, _Shown  # grep -f --es's retry policy, sha
 from hvdlog.cli.options import Run, fail, source_options, warn
 from hvdlog.cli.output import Printer
 from hvdlog.cli.text import sentence
+from hvdlog.cli.timeline_output import timeline_analyses
 from hvdlog.documents import Document, job_of
 from hvdlog.query.es import ElasticsearchSource
 from hvdlog.query.source import Source, SourceError
@@ -109,7 +110,7 @@ class _Session:
         self.until_finished: bool = options["exit_when_finished"]
         self.kibana_url: str | None = options.get("kibana_url")
         self.from_start: bool = options["from_start"]
-        self.watcher = Watcher(options.get("silent_after"))
+        self.watcher = Watcher(options.get("silent_after"), timelines=lambda: timeline_analyses(run))
         self.printer = Printer(as_json=run.as_json)
         self.found: queue.Queue[Document | BaseException | str] = queue.Queue()
         self.chosen: Any = None

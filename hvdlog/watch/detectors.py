@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import statistics
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Final
@@ -29,9 +29,10 @@ from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 from hvdlog.analyses.job import culprit_of, status_of, verdict_of
 from hvdlog.analyses.job_facts import JobFacts
 from hvdlog.analyses.stalls import STALL_EVENTS, StallEpisode, stall_episodes
-from hvdlog.analyses.stragglers import stragglers
+from hvdlog.analyses.stragglers import corroborate, settle, stragglers
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
 from hvdlog.query.spec import MAX_JOB_SIZE, Filter, format_ranks
+from hvdlog.timeline.wait_evidence import attach
 
 __all__ = ["KINDS", "Alert", "Watcher", "failure_view", "straggler_view"]
 
@@ -49,6 +50,8 @@ MIN_STEPS: Final = 5
 STRAGGLER_TOLERANCE: Final = 0.5
 #: Checks in a row a straggler must be flagged on before it is alerted.
 STRAGGLER_CHECKS: Final = 3
+#: Seconds between two reads of the job's Horovod timeline (the only evidence that can name one of 2 ranks).
+TIMELINE_EVERY_S: Final = 30.0
 #: Kept per job, so memory follows ranks and answers, not the events (the oldest go first).
 MAX_KEPT: Final = 20_000
 
@@ -157,11 +160,35 @@ class _Job:
 class Watcher:
     """Feed documents with :meth:`add`, call :meth:`check` every poll; each returns the new alerts."""
 
-    def __init__(self, silent_after: float | None = None, finished_after: float | None = None, merge_gap: float = 150.0) -> None:
+    def __init__(self, silent_after: float | None = None, finished_after: float | None = None, merge_gap: float = 150.0,
+                 timelines: Callable[[], Mapping[str | None, Any]] | None = None) -> None:
         self.silent_after = silent_after
         self.finished_after = finished_after
         self.merge_gap = merge_gap
         self.jobs: dict[Any, _Job] = {}
+        #: Reads the watched jobs' Horovod timelines (by job), at most every TIMELINE_EVERY_S and at a job's end.
+        self.timelines = timelines
+        self._timeline_read: tuple[float, dict[str | None, Any]] | None = None
+
+    def _timeline(self, now: float, *, fresh: bool = False) -> dict[str | None, Any]:
+        """The timeline analyses, read again when older than TIMELINE_EVERY_S (or ``fresh``); never raises."""
+        if self.timelines is None:
+            return {}
+        if fresh or self._timeline_read is None or now - self._timeline_read[0] >= TIMELINE_EVERY_S:
+            try:
+                self._timeline_read = (now, dict(self.timelines()))
+            except Exception:  # noqa: BLE001 - a timeline being written may not parse yet: the next read will
+                self._timeline_read = (now, self._timeline_read[1] if self._timeline_read else {})
+        return self._timeline_read[1]
+
+    def _with_timeline(self, rows: list[Any], now: float, *, fresh: bool = False) -> list[Any]:
+        """The rows with the timeline's evidence, judged as ``hvdlog stragglers`` judges them."""
+        analyses = self._timeline(now, fresh=fresh)
+        if analyses:
+            attach(rows, analyses)
+            corroborate(rows)
+            settle(rows)
+        return rows
 
     def add(self, doc: Document, now: float) -> None:
         """One document, received at ``now`` (seconds since the epoch)."""
@@ -320,7 +347,7 @@ class Watcher:
         if len(job.steps) < 2 or job.stall_open is not None:
             return []
         docs = [doc for series in job.steps.values() for doc in series]
-        rows = stragglers(docs, tolerance=STRAGGLER_TOLERANCE)
+        rows = self._with_timeline(stragglers(docs, tolerance=STRAGGLER_TOLERANCE), now)
         counts = {rank: len(series) for rank, series in job.steps.items()}
         flagged: dict[int, dict[str, Any]] = {}
         for row in rows:
@@ -396,6 +423,7 @@ class Watcher:
             status = {"state": "finished", "confidence": "likely", "reasoning": ""}  # silent everywhere: the end as far as logs tell
         outcome = {"finished": "success", "failed": "failure", "recovered": "recovered"}.get(status["state"], status["state"])
         job.finished = job.finish_sent = True
+        alerts = self._final_stragglers(job, now)
         steps = [step for step, _ in job.last_step.values()]
         step = culprit["step"] if outcome == "failure" and culprit is not None and culprit.get("step") is not None else (max(steps) if steps else None)
         reasoning = status["reasoning"] or self._quiet_reasoning(job, after)
@@ -404,8 +432,25 @@ class Watcher:
         summary = f"job {job.name} finished: {outcome}{at} ({len(ranks)} rank(s))"
         job.silent.clear()
         verdict = verdict_of(status, culprit, recovered, sorted(job.straggler_open))
-        return [self._alert("job_finished", outcome, job, ranks, summary, reasoning, now, status["confidence"],
-                            {"outcome": outcome, "status": status, "verdict": verdict}, step=step)]
+        return [*alerts, self._alert("job_finished", outcome, job, ranks, summary, reasoning, now, status["confidence"],
+                                     {"outcome": outcome, "status": status, "verdict": verdict}, step=step)]
+
+    def _final_stragglers(self, job: _Job, now: float) -> list[Alert]:
+        """At the end, the ranks ``hvdlog stragglers`` flags (its defaults, the timeline's evidence read afresh)
+        that no alert named yet: one straggler alert each, so the job's verdict lists them."""
+        if len(job.steps) < 2:
+            return []
+        rows = self._with_timeline(stragglers([doc for series in job.steps.values() for doc in series]), now, fresh=True)
+        alerts = []
+        for row in rows:
+            view = straggler_view(row)
+            if view is None or row.rank in job.straggler_open:
+                continue
+            job.straggler_open.add(row.rank)
+            alerts.append(self._alert("straggler", "firing", job, [row.rank], f"job {job.name}: rank {row.rank} is a straggler: {view['reasons'][0]}",
+                                      view["reasoning"], now, view["confidence"], {"reasons": view["reasons"]}, step=view["step"],
+                                      episode=f"straggler:{job.name}:{row.rank}"))
+        return alerts
 
     @staticmethod
     def _quiet_reasoning(job: _Job, after: float) -> str:
