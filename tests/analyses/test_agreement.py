@@ -118,7 +118,7 @@ def fixture_jobs(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     "--stall-after", "2", "--hang-seconds", "600")
     try:
         wait_for(lambda: stalled(base / "killed", "killed"), 180, "the hung rank's stall reports")
-        os.killpg(killed.pid, signal.SIGINT)  # the operator's Ctrl-C (the whole foreground group, as a terminal sends it)
+        killed.send_signal(signal.SIGINT)  # the operator's `timeout -s INT`: hvdlog run passes it on to horovodrun
     finally:
         assert finish(killed, 120) != 0
     assert finish(launch(base / "straggler", "straggler", "--steps-per-epoch", "16", "--straggler-rank", "1",
