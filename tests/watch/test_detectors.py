@@ -142,6 +142,52 @@ class TestWatcher:
         assert (finished.kind, finished.status, finished.confidence, finished.step) == ("job_finished", "success", "likely", 4)
         assert watcher.check(T0 + 40) == []
 
+    def test_finished_failure_names_the_failure_s_step(self) -> None:
+        """The crash at step 6 (the ranks' last step events say 5): both lines say step 6 (issue 40, M8)."""
+        watcher = Watcher(silent_after=5)
+        crash = _doc(T0 + 7, 1, "uncaught exception", step=6, level="critical",
+                     **{"event.action": "uncaught_exception", "error.type": "ValueError", "error.message": "bad batch"})
+        alerts = _feed(watcher, [*_steps(1, 5, T0), crash]) + watcher.check(T0 + 10) + watcher.check(T0 + 30)
+        failure = next(a for a in alerts if a.kind == "failure")
+        finished = next(a for a in alerts if a.kind == "job_finished")
+        assert failure.step == finished.step == 6 and "at step 6" in failure.summary and "at step 6" in finished.summary
+        assert finished.details["verdict"] == {"status": "failed", "culprit": [1], "step": 6, "recovered": False, "stragglers": []}
+
+    def test_finished_after_a_stall_does_not_say_no_stall(self) -> None:
+        """A stall alerted, then resolved, then a quiet end: the finished line says there was one (M8); 'ranks waiting' reads unambiguously."""
+        watcher = Watcher(silent_after=5)
+        report = {"event.action": "stall", "horovod.stall.source": "watchdog", "horovod.stall.seconds": 3}
+        docs = [*_steps(1, 3, T0), _doc(T0 + 5, 0, "waiting", step=3, level="warning", **report, **{"horovod.stall.operation": "allreduce"}),
+                _doc(T0 + 5.1, 1, "no progress", step=3, level="warning", **report), *_steps(4, 6, T0 + 8)]
+        alerts = _feed(watcher, docs) + watcher.check(T0 + 30)
+        stall = next(a for a in alerts if a.kind == "stall" and a.status == "firing")
+        assert stall.summary.endswith("rank 1 not progressing; ranks waiting: 0")
+        finished = next(a for a in alerts if a.kind == "job_finished")
+        assert "no stall" not in finished.reasoning and "after 1 stall alert(s)" in finished.reasoning
+
+    def test_a_hang_ended_from_outside_is_the_stalled_rank_s(self) -> None:
+        """Rank 1 hangs at step 3 (the watchdogs say so), then an operator's SIGTERM: the failure is rank 1's at step 3 (M3)."""
+        watcher = Watcher(silent_after=5)
+        report = {"event.action": "stall", "horovod.stall.source": "watchdog", "horovod.stall.seconds": 3}
+        docs = [*_steps(1, 3, T0)]
+        for i in range(3):
+            docs += [_doc(T0 + 5 + 2 * i, 1, "no progress", step=3, level="warning", **report),
+                     _doc(T0 + 5.1 + 2 * i, 0, "waiting", step=3, level="warning", **report, **{"horovod.stall.operation": "allreduce"})]
+        docs += [_doc(T0 + 12, r, "received SIGTERM: terminating", level="warning", **{"event.action": "signal", "event.reason": "SIGTERM"})
+                 for r in (0, 1)]
+        docs += [_doc(T0 + 12.2, 0, "Horovod has been shut down. This was caused by an exception on one of the ranks.", level="error")]
+        alerts = _feed(watcher, docs) + watcher.check(T0 + 16) + watcher.check(T0 + 40)
+        failure = next(a for a in alerts if a.kind == "failure")
+        assert (failure.ranks, failure.step) == ([1], 3) and "hung at step 3" in failure.summary, failure
+
+    def test_a_recorded_end_finishes_at_once(self) -> None:
+        """Every rank's exit record of status 0: finished, success, certain, without waiting for silence."""
+        watcher = Watcher(silent_after=60)
+        ends = [_doc(T0 + 5, r, "process exit: status 0", **{"event.action": "process_exit", "process.exit_code": 0}) for r in (0, 1)]
+        alerts = _feed(watcher, [*_steps(1, 4, T0), *ends])
+        (finished,) = [a for a in alerts if a.kind == "job_finished"]
+        assert (finished.status, finished.confidence) == ("success", "certain") and not [a for a in alerts if a.kind == "failure"]
+
     def test_default_silence_is_three_median_steps_at_least_a_minute(self) -> None:
         """3x the median step time, never below 60 s."""
         watcher = Watcher()
