@@ -187,7 +187,8 @@ def _from_exit_records(facts: JobFacts, culprit: Mapping[str, Any] | None, recov
                 return _verdict("recovered", "certain", f"{_recovered_text(recovered)}; every rank recorded exit status 0")
             return _verdict("finished", "certain", f"every rank recorded a clean end (exit status 0, {len(own)} exit records)")
         failing = sorted(rank for rank, code in own.items() if code != 0)
-        return _verdict("failed", "certain", f"{_who(culprit)}; rank {format_ranks(failing)} recorded a non-zero exit status")
+        ranks = f"rank{'s' if len(failing) > 1 else ''} {format_ranks(failing)}"
+        return _verdict("failed", "certain", f"{_who(culprit)}; {ranks} recorded a non-zero exit status")
     return None
 
 
