@@ -52,11 +52,13 @@ class ElasticRun:
         return self.root / self.job
 
     def event_files(self) -> list[Path]:
-        return sorted(self.directory.glob("*/*.jsonl"))
+        """The processes' events files (not the launcher's exit record hvdlog run keeps beside them)."""
+        return sorted(path for path in self.directory.glob("*/*.jsonl") if path.name != "launcher.jsonl")
 
     def events(self) -> dict[Path, list[dict[str, Any]]]:
-        """Each JSON file's events, as written (flat dotted keys)."""
-        return {path: [orjson.loads(line) for line in path.read_bytes().splitlines()] for path in self.event_files()}
+        """Each JSON file's events, as written (flat dotted keys), but the process's exit record (tests/runtime/test_config.py)."""
+        return {path: [event for line in path.read_bytes().splitlines() if (event := orjson.loads(line)).get("event.action") != "process_exit"]
+                for path in self.event_files()}
 
     def documents(self, spec: Filter) -> list[Document]:
         return list(FileSource([self.directory], warn=lambda _message: None).search(spec))
