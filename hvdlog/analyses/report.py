@@ -19,6 +19,7 @@ from hvdlog.analyses.autotune import AutotuneResult, describe
 from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 from hvdlog.analyses.job import QUIET_SECONDS, JobModel, build
 from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
+from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.resources import RESOURCE_EVENTS, figures, short
 from hvdlog.analyses.stalls import STALL_EVENTS, find_stalls
 from hvdlog.analyses.stragglers import STEP_EVENTS, RankProgress, corroborate, settle, stragglers
@@ -148,7 +149,7 @@ def models(
     from hvdlog.timeline.wait_evidence import attach
 
     base = replace(base or Filter(), any_of=())
-    failures = {str(r.job): r.to_json() for r in first_failure(d for d in kept if _FAILURE_OR_STEP.matches(d))}
+    failures = {str(r.job): r.to_json() for r in first_failure(_failure_documents(kept, base))}
     episodes = find_stalls(_searcher(kept), base, reread=reread)
     rows = stragglers(d for d in kept if Filter(any_of=STEP_EVENTS).matches(d))
     attach(rows, dict(timelines))  # as `hvdlog stragglers` does: the same rows, the same flags
@@ -162,8 +163,15 @@ def models(
     return found, rows
 
 
-#: first-failure's evidence and the steps that say whether an elastic job went on after a reset.
-_FAILURE_OR_STEP: Final = Filter(any_of=(*FAILURE_EVENTS, Condition("step")))
+def _failure_documents(kept: list[Document], base: Filter) -> list[Document]:
+    """What ``first-failure`` reads (:func:`~hvdlog.analyses.failures.find_first_failure`): the failure
+    evidence, and for an elastic job that reset, the step events since its first reset."""
+    is_failure = Filter(any_of=FAILURE_EVENTS)
+    docs = [doc for doc in kept if is_failure.matches(doc)]
+    extra = recovery_filter(docs, base)
+    if extra is not None:
+        docs += [doc for doc in kept if extra.matches(doc) and not is_failure.matches(doc)]
+    return docs
 
 
 def report(

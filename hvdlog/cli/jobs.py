@@ -54,8 +54,8 @@ def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[Jo
 def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: str, timeout: float, as_json: bool) -> None:
     """Every job under ROOT (default ./hvdlog-logs) or in the cluster: ranks, hosts, first and last time, size, status.
 
-    Newest activity first. The status is running / finished / failed / recovered with how
-    sure and why; `hvdlog report` tells the whole story of one job. Exit 0 when a job was
+    Newest activity first. The status is the job model's (running / hung / finished / failed /
+    recovered / unknown) with how sure and why, the same as `hvdlog report`'s; `hvdlog report` tells the whole story of one job. Exit 0 when a job was
     found, 1 when none, 2 on an error.
     """
     if es_url:
