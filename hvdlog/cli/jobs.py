@@ -55,8 +55,8 @@ def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: s
     """Every job under ROOT (default ./hvdlog-logs) or in the cluster: ranks, hosts, first and last time, size, status.
 
     Newest activity first. The status is the job model's (running / hung / finished / failed /
-    recovered / unknown) with how sure and why, the same as `hvdlog report`'s; `hvdlog report` tells the whole story of one job. Exit 0 when a job was
-    found, 1 when none, 2 on an error.
+    recovered / unknown) with how sure and why, the same as `hvdlog report`'s, which tells
+    the whole story of one job. Exit 0 when a job was found, 1 when none, 2 on an error.
     """
     if es_url:
         rows = _from_es(es_url, index, timeout, es_ca)
