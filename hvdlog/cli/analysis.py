@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from hvdlog.cli.text import sentence
-from hvdlog.documents import Document, job_of
 from hvdlog.query.spec import MAX_JOB_SIZE
 
 if TYPE_CHECKING:
     from hvdlog.cli.options import Run
 
-__all__ = ["JobScope", "nothing_found", "read_with", "size_option"]
+__all__ = ["nothing_found", "read_with", "size_option"]
 
 
 def size_option(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -25,44 +24,25 @@ def size_option(command: Callable[..., Any]) -> Callable[..., Any]:
     )(command)
 
 
-class JobScope:
-    """What was looked at, counted while documents stream by: ranks, steps, jobs (for the 'nothing found' sentence)."""
-
-    def __init__(self) -> None:
-        self.ranks: set[int] = set()
-        self.steps: set[int] = set()
-        self.jobs: dict[str, None] = {}
-
-    def watch(self, docs: Iterable[Document]) -> Iterable[Document]:
-        """``docs``, unchanged, counted on the way."""
-        for doc in docs:
-            if isinstance(rank := doc.get("rank"), int):
-                self.ranks.add(rank)
-            if isinstance(step := doc.get("step"), int):
-                self.steps.add(step)
-            if (job := job_of(doc)) is not None:
-                self.jobs.setdefault(str(job), None)
-            yield doc
-
-    def describe(self) -> str:
-        """``2 ranks, 20 steps of job demo-crash``."""
-        parts = [f"{len(self.ranks)} rank{'s' if len(self.ranks) != 1 else ''}" if self.ranks else "lines without ranks"]
-        if self.steps:
-            parts.append(f"{len(self.steps)} step{'s' if len(self.steps) != 1 else ''}")
-        text = ", ".join(parts)
-        if self.jobs:
-            jobs = list(self.jobs)
-            text += f" of job {jobs[0]}" if len(jobs) == 1 else f" of {len(jobs)} jobs"
-        return text
-
-
 def nothing_found(what: str, run: Run) -> None:
-    """One sentence on stderr when an analysis has nothing to report (the exit code stays 1):
-    what was read is counted only then, by reading the run's documents once more."""
-    scope = JobScope()
-    for _doc in scope.watch(run.documents()):
-        pass
-    click.echo(f"hvdlog: {sentence(f'{what} in {scope.describe()}')}", err=True)
+    """One sentence on stderr when an analysis has nothing to report (the exit code stays 1), saying
+    what was read: counted by the file sources while the analysis read them, and by the
+    Elasticsearch server (one aggregation); never a second read of the documents."""
+    from hvdlog.query.es import ElasticsearchSource
+    from hvdlog.query.files import FileSource
+    from hvdlog.query.scope import ReadScope, describe
+    from hvdlog.query.source import SourceError
+
+    scope = ReadScope()
+    for source in run.sources:
+        if isinstance(source, FileSource):
+            scope.merge(source.scope)
+        elif isinstance(source, ElasticsearchSource):
+            try:
+                scope.merge(source.scope(run.spec))
+            except SourceError as exc:  # only the sentence's counts are lost: said, not hidden
+                click.echo(f"hvdlog: warning: {source.label}: cannot count what was read ({exc})", err=True)
+    click.echo(f"hvdlog: {sentence(f'{what} in {describe(scope)}')}", err=True)
 
 
 def read_with(run: Run, workers: int) -> None:

@@ -24,6 +24,7 @@ import orjson
 from hvdlog.documents import Document, sort_key
 from hvdlog.elastic.connection import Credentials, ElasticsearchError, connect, errors, mask_credentials
 from hvdlog.query.es_query import SORT, to_query
+from hvdlog.query.scope import ReadScope
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter
 
@@ -322,6 +323,17 @@ class ElasticsearchSource:
             caps = es.field_caps(index=self.index, fields=name, ignore_unavailable=True, allow_no_indices=True).body
         found = (caps.get("fields") or {}).get(name) or {}
         return bool(found) and all(kind.get("aggregatable") for type_name, kind in found.items() if type_name != "unmapped")
+
+    def scope(self, spec: Filter) -> ReadScope:
+        """Ranks, steps and jobs the documents of ``spec`` hold, counted by the server (one aggregation, no documents read)."""
+        aggs = {"ranks": {"cardinality": {"field": "rank"}}, "steps": {"cardinality": {"field": "step"}},
+                "jobs": {"terms": {"field": "job", "size": 2}}}
+        found = self.aggregate(to_query(spec), aggs)
+        scope = ReadScope(counted_ranks=int((found.get("ranks") or {}).get("value") or 0),
+                          steps=int((found.get("steps") or {}).get("value") or 0))
+        for bucket in (found.get("jobs") or {}).get("buckets") or ():
+            scope.jobs.setdefault(str(bucket.get("key")), None)
+        return scope
 
     def search(self, spec: Filter, last: int | None = None) -> Iterator[Document]:
         """Every match (or the ``last`` N), sorted by time then rank."""

@@ -35,10 +35,12 @@ from hvdlog.documents import Document, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import is_launcher_log, path_rank, walk, without_launcher_copies
 from hvdlog.parse import parse_lines
+from hvdlog.parse.launcher import path_fields
 from hvdlog.query.copies import FollowedCopies, drop_launcher_copies
 from hvdlog.query.follow import Follower
 from hvdlog.query.prefilter import line_test
 from hvdlog.query.scan import ESCAPE, blocks, candidate_lines, finders, needles
+from hvdlog.query.scope import ReadScope
 from hvdlog.query.source import SourceError, Warn, stderr_warn
 from hvdlog.query.spec import Filter
 
@@ -84,6 +86,9 @@ class FileSource:
         self.prefilter = PREFILTER if prefilter is None else prefilter
         #: Processes reading the files (``-j``); with more than one, each reads a consecutive share.
         self.workers = 1
+        #: What the searches went through (files, ranks, jobs), counted while reading: the
+        #: "nothing found" sentence of an analysis comes from it, never from a second read.
+        self.scope = ReadScope()
 
     def _error(self, message: str) -> None:
         self.errors.append(message)
@@ -97,6 +102,7 @@ class FileSource:
         """Warn as a search does about what a reader of :meth:`files` could not read or parse."""
         for message in read.errors:
             self._error(message)
+        self.scope.merge(read.scope)
         self._close_read(read.failures, read.readable, total)
 
     def _close_read(self, failures: int, readable: int, total: int) -> None:
@@ -141,8 +147,12 @@ class FileSource:
 
     def _file_matches(self, path: Path, spec: Filter, read: _Read) -> Iterator[Document]:
         """One file's matches; what went wrong and the parse failures are counted in ``read``."""
+        fields = path_fields(str(path))
+        read.scope.add_file(str(path), file_size(path), fields.get("rank"), fields.get("job"))
+        saw = read.scope.saw
         try:
             for doc in self._read(path, spec):
+                saw(doc)
                 if PARSE_FAILURE_TAG in _tags(doc):
                     read.failures += 1
                 if spec.matches(doc):
@@ -166,6 +176,7 @@ class FileSource:
                 yield from self._file_matches(path, spec, read)
                 for message in read.errors[told:]:
                     self._error(message)
+        self.scope.merge(read.scope)
         self._close_read(read.failures, read.readable, len(files))
 
     def _parallel(self, files: Sequence[Path]) -> bool:
@@ -265,6 +276,7 @@ class ReadTotals:
     errors: list[str] = field(default_factory=list)
     failures: int = 0
     readable: int = 0
+    scope: ReadScope = field(default_factory=ReadScope)
 
     def cannot_read(self, path: Path, exc: OSError | UnicodeError) -> None:
         self.errors.append(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
@@ -273,6 +285,7 @@ class ReadTotals:
         self.errors.extend(other.errors)
         self.failures += other.failures
         self.readable += other.readable
+        self.scope.merge(other.scope)
 
 
 @dataclass

@@ -177,11 +177,15 @@ def _cli(*args: str) -> Any:
 
 
 def test_nothing_found_is_one_sentence_on_stderr_and_exit_1(tmp_path: Path) -> None:
-    log = tmp_path / "demo" / "node1" / "rank-0.jsonl"
-    log.parent.mkdir(parents=True)
-    log.write_text("".join(json.dumps(_event(rank, 1.0 + step, step=step, message="step", size=2) | {"job": "demo"}) + "\n"
-                           for rank in range(2) for step in range(20)))
-    for command, sentence in (("stalls", "no stall in 2 ranks, 20 steps of job demo"), ("first-failure", "no failure in 2 ranks, 20 steps of job demo")):
+    """The sentence says what the analysis read (ranks and job from the files, their number and bytes)."""
+    for rank in range(2):
+        log = tmp_path / "demo" / "node1" / f"rank-{rank}.jsonl"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(json.dumps(_event(rank, 1.0 + step, step=step, message="step", size=2) | {"job": "demo"}) + "\n"
+                               for step in range(20)))
+    size = sum(path.stat().st_size for path in tmp_path.rglob("*.jsonl"))
+    read = f"2 ranks of job demo (2 files, {size / 1000:.1f} kB read)"
+    for command, sentence in (("stalls", f"no stall in {read}"), ("first-failure", f"no failure in {read}")):
         result = _cli(command, str(tmp_path))
         assert result.exit_code == 1 and result.stdout == "" and result.stderr.strip() == f"hvdlog: {sentence}", result.stderr
 
