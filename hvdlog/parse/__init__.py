@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from hvdlog.parse.native import Chatter, NativeParser
     from hvdlog.parse.prefixes import PrefixMemory
 
-__all__ = ["STDIN", "decode_line", "iter_files", "parse_lines", "parse_paths"]
+__all__ = ["STDIN", "LineStream", "decode_line", "iter_files", "parse_lines", "parse_paths"]
 
 #: The path that means standard input.
 STDIN = "-"
@@ -96,32 +96,76 @@ def parse_lines(
         if _EVENTS_FILE.search(path) is not None:
             yield from _events_file(lines, path, parser, timezone, chatter, size)
             return
-    from hvdlog.parse.arrival import split_arrival
-    from hvdlog.parse.launcher import TagSplitter, path_fields, shown
-    from hvdlog.parse.prefixes import PrefixMemory
+    stream = LineStream(path=path, timezone=timezone, chatter=chatter, size=size, parser=parser)
+    yield from stream.feed(lines)
+    yield from stream.close()
 
-    native = parser or _native_parser(timezone, chatter, size)
-    base: dict[str, Any] = {} if path is None else {"log.file.path": path, **path_fields(path)}
-    # A rank's stdout/stderr capture never holds our JSON events (a JSON-looking print stays
-    # a print, as in Logstash's native pipeline); elsewhere (stdin, a console capture) a line
-    # that decodes to a JSON object is taken as one of our events.
-    prefixes = PrefixMemory(neighbours="rank" not in base)
-    splitter = TagSplitter(prefixes.strip, prefixes.learn)
-    sniff_json = "horovod.launcher.stream" not in base
-    # a path naming its rank or stream (pid-N.stdout.log too) is a capture no terminal wrapped
-    for text in _texts(lines, console="rank" not in base and "horovod.launcher.stream" not in base):
-        line, arrival = split_arrival(text)
-        if sniff_json and line[:1] == "{":
-            doc = decode_event(line, path)
+
+class LineStream:
+    """One native source parsed as its lines come (``parse_lines`` in push form): :meth:`feed`
+    gives the documents complete so far, a block still open stays open for the next lines,
+    :meth:`close` completes it. ``grep -f`` and ``watch`` keep one per followed file, so a
+    traceback that straddles two polls is one document, as when the file is read at once."""
+
+    __slots__ = ("_base", "_native", "_prefixes", "_shown", "_sniff_json", "_split_arrival", "_splitter", "_unwrapper")
+
+    def __init__(
+        self, *, path: str | None = None, timezone: str | None = None, chatter: Chatter = "keep", size: int | None = None,
+        parser: NativeParser | None = None,
+    ) -> None:
+        from hvdlog.parse.arrival import split_arrival
+        from hvdlog.parse.launcher import TagSplitter, path_fields, shown
+        from hvdlog.parse.prefixes import PrefixMemory
+        from hvdlog.parse.wraps import Unwrapper
+
+        self._split_arrival, self._shown = split_arrival, shown
+
+        self._native = parser or _native_parser(timezone, chatter, size)
+        self._base: dict[str, Any] = {} if path is None else {"log.file.path": path, **path_fields(path)}
+        # A rank's stdout/stderr capture never holds our JSON events (a JSON-looking print stays
+        # a print, as in Logstash's native pipeline); elsewhere (stdin, a console capture) a line
+        # that decodes to a JSON object is taken as one of our events.
+        self._prefixes = PrefixMemory(neighbours="rank" not in self._base)
+        self._splitter = TagSplitter(self._prefixes.strip, self._prefixes.learn)
+        self._sniff_json = "horovod.launcher.stream" not in self._base
+        # A console's lines that a terminal wrapped are joined back (hvdlog/parse/wraps.py). A file whose
+        # path names its rank or its stream (an elastic worker's pid-N.stdout.log) is a capture
+        # written from a pipe: no terminal wrapped it.
+        console = "rank" not in self._base and "horovod.launcher.stream" not in self._base
+        self._unwrapper = Unwrapper() if console else None
+
+    def feed(self, lines: Iterable[bytes | str]) -> Iterator[Document]:
+        """The documents the lines complete."""
+        unwrapper = self._unwrapper
+        for raw in lines:
+            text = decode_line(raw)
+            if unwrapper is None:
+                yield from self._line(text)
+                continue
+            for joined in unwrapper.push(text):
+                yield from self._line(joined)
+
+    def close(self) -> Iterator[Document]:
+        """What the input's end completes: a line still held, pieces of lines, open blocks."""
+        if self._unwrapper is not None:
+            for joined in self._unwrapper.end():
+                yield from self._line(joined)
+        yield from _closed(self._prefixes, self._splitter, self._native, self._base)
+
+    def _line(self, text: str) -> Iterator[Document]:
+        line, arrival = self._split_arrival(text)
+        prefixes, splitter, native, base = self._prefixes, self._splitter, self._native, self._base
+        if self._sniff_json and line[:1] == "{":
+            doc = decode_event(line, base.get("log.file.path"))
             if doc is not None:
                 yield doc
-                continue
+                return
         if "\x1b" in line or "\r" in line:  # colour codes, tqdm's progress: what a terminal shows
-            line = shown(line, prefixes.peek)
+            line = self._shown(line, prefixes.peek)
         if prefixes.holding:  # the file's first line waits for this one to confirm its prefix
             yield from _replayed(prefixes.release(line, arrival), prefixes, splitter, native, base)
             if prefixes.holding:
-                continue
+                return
         line = prefixes.cut(line)
         # no gloo/Open MPI tag (the common case of per-rank files): only a prefix to learn or strip
         pieces = splitter.feed(line, arrival) if "]<" in line else _held_or(prefixes.strip(line, arrival))
@@ -129,18 +173,6 @@ def parse_lines(
             docs = native.feed(payload, {**base, **tag} if tag else base, arrival)
             if docs:
                 yield from docs
-    yield from _closed(prefixes, splitter, native, base)
-
-
-def _texts(lines: Iterable[bytes | str], *, console: bool) -> Iterable[str]:
-    """The decoded lines; a console's with the pieces of lines a terminal wrapped joined back
-    (hvdlog/parse/wraps.py; a per-rank file has no terminal between)."""
-    texts = map(decode_line, lines)
-    if not console:
-        return texts
-    from hvdlog.parse.wraps import Unwrapper
-
-    return Unwrapper().lines(texts)
 
 
 def _closed(prefixes: PrefixMemory, splitter: TagSplitter, native: NativeParser, base: dict[str, Any]) -> Iterator[Document]:

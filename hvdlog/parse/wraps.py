@@ -105,41 +105,53 @@ class _Held:
 
 
 class Unwrapper:
-    """Joins one console's wrapped lines back (see the module): feed it the decoded lines."""
+    """Joins one console's wrapped lines back (see the module): feed it the decoded lines, one
+    :meth:`push` at a time (a followed file's lines come poll by poll), then :meth:`end`."""
 
-    __slots__ = ("_confirmed", "_read", "_widest")
+    __slots__ = ("_confirmed", "_held", "_read", "_widest")
 
     def __init__(self) -> None:
         self._widest = 0  # the longest line so far (columns)
         self._confirmed = 0  # a width that a piece as long as the one it continued confirmed
         self._read: tuple[str, dict[str, Any]] | None = None  # the last line whose tag was read
+        self._held: _Held | None = None  # a line as long as the widest: the next piece may go on it
 
     def lines(self, lines: Iterable[str]) -> Iterator[str]:
         """``lines`` with each wrapped line's pieces joined into one."""
-        held: _Held | None = None
         for line in lines:
-            shown = terminal_view(line)
-            width = _columns(line, shown)
-            if width > self._widest:
-                self._widest = width
-            if held is not None:
-                joined = held.piece == self._widest and self._continues(held, shown, width)
-                if joined:
-                    held.text += line
-                    held.piece = width
-                    if width == self._widest:  # a full piece again: the line may go on
-                        continue
-                yield held.text
-                held = None
-                if joined:
-                    continue
-            if width >= NARROWEST and width == self._widest:
-                read = self._read
-                held = _Held(line, shown, width, read[1] if read is not None and read[0] is shown else None)
-                continue
-            yield line
+            yield from self.push(line)
+        yield from self.end()
+
+    def push(self, line: str) -> list[str]:
+        """The lines complete once ``line`` is read (none while a piece may still go on)."""
+        shown = terminal_view(line)
+        width = _columns(line, shown)
+        if width > self._widest:
+            self._widest = width
+        out: list[str] = []
+        held = self._held
         if held is not None:
-            yield held.text
+            joined = held.piece == self._widest and self._continues(held, shown, width)
+            if joined:
+                held.text += line
+                held.piece = width
+                if width == self._widest:  # a full piece again: the line may go on
+                    return out
+            out.append(held.text)
+            self._held = None
+            if joined:
+                return out
+        if width >= NARROWEST and width == self._widest:
+            read = self._read
+            self._held = _Held(line, shown, width, read[1] if read is not None and read[0] is shown else None)
+            return out
+        out.append(line)
+        return out
+
+    def end(self) -> list[str]:
+        """The line still held when the input ends."""
+        held, self._held = self._held, None
+        return [] if held is None else [held.text]
 
     def _continues(self, held: _Held, line: str, width: int) -> bool:
         """Whether ``line`` (as shown, ``width`` columns) goes on the held line, whose last

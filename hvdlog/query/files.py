@@ -34,7 +34,7 @@ from typing import Final
 from hvdlog.documents import Document, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import is_launcher_log, path_rank, walk, without_launcher_copies
-from hvdlog.parse import parse_lines
+from hvdlog.parse import LineStream, parse_lines
 from hvdlog.parse.launcher import path_fields
 from hvdlog.query.copies import FollowedCopies, drop_launcher_copies
 from hvdlog.query.follow import Follower
@@ -218,13 +218,26 @@ class FileSource:
         copies.active = any(is_launcher_log(str(path)) for path in files())
         if not from_start:
             follower.start()
+        # A native file's parser lives across polls: a block straddling two polls is one document.
+        # A block still open when its file went quiet for FOLLOW_QUIET_S (and at least a poll) is complete.
+        streams: dict[Path, tuple[LineStream, float]] = {}
         try:
             while True:
                 time.sleep(interval)
                 batch: list[Document] = []
+                grew: set[Path] = set()
                 for path, lines in follower.poll():
                     copies.active = copies.active or is_launcher_log(str(path))
-                    batch.extend(d for d in parse_lines(lines, path=str(path), timezone=self.timezone) if spec.matches(d))
+                    if is_events_file(path):  # one document per line: nothing waits for the next poll
+                        batch.extend(d for d in parse_lines(lines, path=str(path), timezone=self.timezone) if spec.matches(d))
+                        continue
+                    grew.add(path)
+                    stream = streams[path][0] if path in streams else LineStream(path=str(path), timezone=self.timezone)
+                    streams[path] = (stream, time.monotonic())
+                    batch.extend(d for d in stream.feed(lines) if spec.matches(d))
+                quiet = [path for path, (_, grown) in streams.items() if path not in grew and time.monotonic() - grown >= FOLLOW_QUIET_S]
+                for path in quiet:  # what it holds is complete
+                    batch.extend(d for d in streams.pop(path)[0].close() if spec.matches(d))
                 yield from copies.batch(sorted(batch, key=sort_key))
         finally:
             follower.close()
@@ -242,6 +255,10 @@ def _no_cycle_collection() -> Iterator[None]:
         if enabled:
             gc.enable()
 
+
+#: Seconds a followed native file stays quiet before the block it ends with is taken as complete
+#: (a traceback's last line has nothing after it to end it); checked at each poll, so at least one.
+FOLLOW_QUIET_S: Final = 2.0
 
 #: Below this many bytes in all, one process reads everything (starting workers costs more).
 PARALLEL_MIN_BYTES: Final = 16 * 2**20
