@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
@@ -187,15 +188,30 @@ def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -
                     candidate = Path(directory, name)
                     if is_compressed_log(candidate):
                         _compressed(candidate, warn)
-                    elif is_log_file(candidate) and candidate.is_file():
+                    elif is_log_file(candidate) and _regular(candidate, warn):
                         found.append(candidate)
             yield from sorted(found)
         elif is_compressed_log(path) and path.is_file():
             _compressed(path, warn)
         elif path.exists():
-            yield path
+            if _regular(path, warn):
+                yield path
         else:
             warn(f"{path}: no such file or directory")
+
+
+def _regular(path: Path, warn: Callable[[str], None]) -> bool:
+    """Whether ``path`` is a regular file (or a link to one). A FIFO would block the reader for
+    ever, ``/dev/zero`` would feed it without end: such a name is refused with one sentence."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False  # a dangling link, or gone since the walk: nothing to read
+    if stat.S_ISREG(mode):
+        return True
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
+    warn(f"{path}: {kind}, not a regular file; not read")
+    return False
 
 
 _LAYOUT_NATIVE: Final = re.compile(r"^rank-(\d+)\.(stdout|stderr)\.log(?:\.\d+)?$")

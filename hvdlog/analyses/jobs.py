@@ -26,6 +26,7 @@ from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
 from hvdlog.analyses.stalls import STALL_EVENTS, stall_episodes
 from hvdlog.documents import Document, timestamp_millis
 from hvdlog.layout import parse_path, path_rank, walk
+from hvdlog.parse.bounded import MAX_LINE_BYTES
 from hvdlog.query.spec import Condition, Filter
 
 __all__ = ["NEEDED", "JobRow", "from_aggregation", "from_files", "jobs_query"]
@@ -62,7 +63,7 @@ def _edge_documents(path: Path) -> list[Document]:
     at its end; empty when unreadable."""
     try:
         with open(path, "rb") as handle:
-            first = handle.readline()
+            first = handle.readline(MAX_LINE_BYTES + 1)  # bounded: one line may be a 20 GB sparse file
             start = max(handle.tell(), os.fstat(handle.fileno()).st_size - _TAIL)
             handle.seek(start)
             tail = handle.read().split(b"\n")
@@ -124,7 +125,10 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
             facts.add(doc)
             if not NEEDED.matches(doc):  # those are read below, once
                 tails.append(doc)
-    needed = list(FileSource(files, warn=lambda _m: None).search(NEEDED))
+    source = FileSource(files, warn=lambda _m: None)  # the row says what it read; a file it could not read is named
+    needed = list(source.search(NEEDED))
+    for message in source.errors:
+        warn(message)
     for doc in needed:  # exit records and stall reports are facts wherever they are in the file
         if Filter(any_of=END_EVENTS).matches(doc) or Filter(any_of=STALL_EVENTS[:2]).matches(doc):
             facts.add(doc)

@@ -63,7 +63,8 @@ if msgspec is not None:
         epoch: int | None = msgspec.field(name="horovod.elastic.epoch", default=None)
 
     _DECODE: Any = msgspec.json.Decoder(list[_StepFields]).decode
-    _FAILED: tuple[type[Exception], ...] = (msgspec.DecodeError,)  # ValidationError is one
+    # ValidationError is a DecodeError; a line nested a thousand deep exhausts msgspec's recursion: the line-by-line path bounds it
+    _FAILED: tuple[type[Exception], ...] = (msgspec.DecodeError, RecursionError)
 
 
 def available() -> bool:

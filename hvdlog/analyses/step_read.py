@@ -34,6 +34,7 @@ from hvdlog.analyses.stragglers import EPOCH_FIELD, Tally
 from hvdlog.documents import Document, job_of
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.parse import parse_lines
+from hvdlog.parse.bounded import lines as bounded_lines
 from hvdlog.parse.launcher import path_fields
 from hvdlog.query.files import FileSource, ReadTotals, file_size, is_events_file, shares, worth_processes
 from hvdlog.query.scan import ESCAPE, blocks, candidate_lines, finders
@@ -106,7 +107,7 @@ def _parsed(line: bytes, path: str, spec: Filter, read: StepRead) -> None:
 def _whole(path: Path, spec: Filter, timezone: str | None, read: StepRead) -> None:
     """A file that is neither an events file nor a rank's capture: every line through the parser."""
     with open(path, "rb") as handle:
-        _count(parse_lines(handle, path=str(path), timezone=timezone), spec, read)
+        _count(parse_lines(bounded_lines(handle), path=str(path), timezone=timezone), spec, read)
 
 
 def read_file(path: Path, spec: Filter, timezone: str | None = None) -> StepRead:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from hvdlog.analyses.jobs import JobRow, from_aggregation, from_files, jobs_query
-from hvdlog.cli.options import EXIT_FOUND, EXIT_NOTHING, fail, warn
+from hvdlog.cli.options import EXIT_ERROR, EXIT_FOUND, EXIT_NOTHING, fail, warn
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.layout import DEFAULT_ROOT
 from hvdlog.query.spec import format_ranks
@@ -68,7 +68,21 @@ def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: s
         missing = [root for root in roots if not Path(root).exists()]
         if missing:
             fail(f"{missing[0]}: no such file or directory")
-        rows = from_files(roots, warn)
+        warned: list[str] = []
+
+        def say(message: str) -> None:  # an unreadable path, a FIFO: named, and the exit status says so
+            warned.append(message)
+            warn(message)
+
+        rows = from_files(roots, say)
+        if warned:
+            _print(rows, as_json)
+            raise SystemExit(EXIT_ERROR)
+    _print(rows, as_json)
+    raise SystemExit(EXIT_FOUND if rows else EXIT_NOTHING)
+
+
+def _print(rows: list[JobRow], as_json: bool) -> None:
     printer = Printer(as_json=as_json)
     if rows and not as_json:
         printer.text(f"{'job':<28} {'ranks':>5} {'hosts':<16} {'first':<24} {'last':<24} {'size':>9}  status")
@@ -85,4 +99,3 @@ def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: s
         )
         if len(row.ranks) and not as_json and format_ranks(row.ranks) != f"0-{len(row.ranks) - 1}":
             printer.text(f"{'':<28} ranks {format_ranks(row.ranks)}")
-    raise SystemExit(EXIT_FOUND if rows else EXIT_NOTHING)

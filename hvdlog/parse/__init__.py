@@ -16,15 +16,18 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final, cast
 
 import orjson
 
 from hvdlog.documents import Document
 from hvdlog.fields import PARSE_FAILURE_TAG
-from hvdlog.parse.jsonl import APP_DATASET, TooDeepError, decode_event, event_builder, event_builders, loads_replacing, nest
+from hvdlog.parse.bounded import MAX_LINE_BYTES, TRUNCATED_TAG, cut_bytes
+from hvdlog.parse.bounded import lines as bounded_lines
+from hvdlog.parse.jsonl import APP_DATASET, MAX_VALUE_DEPTH, TooDeepError, bound_depth, decode_event, event_builder, event_builders, loads_replacing, nest
 
 if TYPE_CHECKING:
+    from hvdlog.parse.bounded import Readable
     from hvdlog.parse.launcher import Tagged, TagSplitter
     from hvdlog.parse.native import Chatter, NativeParser
     from hvdlog.parse.prefixes import PrefixMemory
@@ -224,6 +227,8 @@ def _events(lines: Iterable[bytes | str], path: str) -> Iterator[Document]:
         except decode_error:
             flat = loads_replacing(raw)  # one invalid UTF-8 byte: replaced, the event keeps its level
         if type(flat) is dict:
+            if raw.count(b"{" if isinstance(raw, bytes) else "{") > MAX_VALUE_DEPTH:  # type: ignore[arg-type]  # a nested line: bounded
+                bound_depth(flat)
             keys = tuple(flat)
             build = builders.get(keys) or event_builder(keys, with_path=True)
             try:
@@ -231,6 +236,8 @@ def _events(lines: Iterable[bytes | str], path: str) -> Iterator[Document]:
             except TooDeepError:
                 doc = None
             if doc is not None:
+                if len(raw) > _CUT_FLOOR:  # a line cut to the line bound as it was read: said on the document
+                    _mark_cut(doc, raw)
                 yield doc
                 continue
         if base is None:  # the raw-line fields only when a line is not a JSON object
@@ -240,6 +247,24 @@ def _events(lines: Iterable[bytes | str], path: str) -> Iterator[Document]:
         doc = _unparsed_event(decode_line(raw), base)
         if doc is not None:
             yield doc
+
+
+#: A line the reader cut (hvdlog/parse/bounded.py) is at least this long: shorter ones are not looked at.
+_CUT_FLOOR: Final = MAX_LINE_BYTES - 16
+
+
+def _mark_cut(doc: Document, raw: bytes | str) -> None:
+    """Tag a document whose line was cut as it was read, with the bytes cut."""
+    cut = cut_bytes(raw)
+    if cut is None:
+        return
+    tags = doc.get("tags")
+    doc["tags"] = [*(tags if isinstance(tags, list) else [] if tags is None else [tags]), TRUNCATED_TAG]
+    hvdlog = doc.setdefault("hvdlog", {})
+    if isinstance(hvdlog, dict):
+        truncated = hvdlog.setdefault("truncated", {})
+        if isinstance(truncated, dict):
+            truncated["bytes"] = cut
 
 
 def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[str]:
@@ -283,6 +308,6 @@ def parse_paths(
         with open(name, "rb", buffering=_READ_BUFFER) as handle:
             if opened is not None:
                 opened(name, handle)
-            yield from parse_lines(handle, path=name, parser=native)
+            yield from parse_lines(bounded_lines(cast("Readable", handle)), path=name, parser=native)
         if opened is not None:
             opened(name, None)

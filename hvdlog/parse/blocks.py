@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
+from hvdlog.parse.bounded import TRUNCATED_TAG
 from hvdlog.parse.patterns import CompiledPattern, compile_pattern
 
 __all__ = [
@@ -25,7 +26,6 @@ __all__ = [
 
 #: The grammar, shipped inside the package; ``HVDLOG_BLOCKS`` points elsewhere.
 BLOCKS_FILE: Final = Path(os.environ.get("HVDLOG_BLOCKS") or Path(__file__).resolve().parent / "assets" / "blocks.json")
-TRUNCATED_TAG: Final = "_hvdlog_truncated"
 _CUT_FIELDS: Final = ("message", "error.stack_trace", "error.message")
 
 

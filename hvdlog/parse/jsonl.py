@@ -7,6 +7,7 @@ builder is generated once that lays out the nested dict in one expression.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -15,7 +16,10 @@ import orjson
 from hvdlog.documents import Document, expand, set_field
 from hvdlog.fields import APP_DATASET, EXTRA
 
-__all__ = ["APP_DATASET", "TooDeepError", "decode_event", "event_builder", "event_builders", "loads_replacing", "nest", "to_document"]
+__all__ = [
+    "APP_DATASET", "MAX_VALUE_DEPTH", "TOO_DEEP", "TooDeepError", "bound_depth", "decode_event", "event_builder", "event_builders",
+    "loads_replacing", "nest", "to_document",
+]
 
 #: Dataset of our JSON events when a line does not say.
 
@@ -154,11 +158,46 @@ def loads_replacing(raw: bytes | str) -> Any:
     except UnicodeDecodeError:
         text = raw.decode("utf-8", "replace")
     else:
-        return None  # valid UTF-8: the JSON itself is broken
+        if "\\u" not in text:
+            return None  # valid UTF-8 and no escape: the JSON itself is broken
+    # A lone surrogate escape (``\ud800``, from a foreign writer) is valid JSON orjson refuses: U+FFFD, as for a bad byte.
+    text = _LONE_SURROGATE.sub(r"\\ufffd", text)
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
+
+
+#: A high surrogate escape without its low half after it, or a low one without its high half before it.
+_LONE_SURROGATE: Final = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+#: Levels a value may nest (objects and arrays): Elasticsearch's ``index.mapping.depth.limit``
+#: and a flattened field's ``depth_limit`` (20 both) refuse deeper ones, and a reader that
+#: recurses (pickle between processes, msgspec) would die on a line nested a thousand deep.
+MAX_VALUE_DEPTH: Final = 20
+#: What takes the place of a value nested deeper.
+TOO_DEEP: Final = f"[hvdlog: nested deeper than {MAX_VALUE_DEPTH} levels, cut]"
+
+
+def bound_depth(flat: dict[str, Any]) -> bool:
+    """Replace, in place, every value nested deeper than :data:`MAX_VALUE_DEPTH` with
+    :data:`TOO_DEEP` (no recursion: the line may be nested thousands deep); True if one was."""
+    cut = False
+    stack: list[tuple[Any, int]] = [(flat, 1)]
+    while stack:
+        node, depth = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, value in list(items):
+            if isinstance(value, (dict, list)):
+                if depth >= MAX_VALUE_DEPTH:
+                    node[key] = TOO_DEEP
+                    cut = True
+                else:
+                    stack.append((value, depth + 1))
+    return cut
 
 
 def decode_event(line: str | bytes, path: str | None = None) -> Document | None:
@@ -168,6 +207,11 @@ def decode_event(line: str | bytes, path: str | None = None) -> Document | None:
             flat = orjson.loads(line)
         except orjson.JSONDecodeError:
             flat = loads_replacing(line)
-        return to_document(flat, path) if type(flat) is dict else None
+        if type(flat) is not dict:
+            return None
+        nested = line.count(b"{") + line.count(b"[") if isinstance(line, bytes) else line.count("{") + line.count("[")
+        if nested > MAX_VALUE_DEPTH:
+            bound_depth(flat)
+        return to_document(flat, path)
     except TooDeepError:
         return None

@@ -35,7 +35,8 @@ from hvdlog.documents import Document, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import is_launcher_log, path_rank, walk, without_launcher_copies
 from hvdlog.parse import LineStream, parse_lines
-from hvdlog.parse.launcher import path_fields
+from hvdlog.parse.bounded import MAX_LINE_BYTES, TRUNCATED_TAG, CutCounter
+from hvdlog.parse.bounded import lines as bounded_lines
 from hvdlog.query.copies import FollowedCopies, drop_launcher_copies
 from hvdlog.query.follow import Follower
 from hvdlog.query.prefilter import line_test
@@ -89,6 +90,8 @@ class FileSource:
         #: What the searches went through (files, ranks, jobs), counted while reading: the
         #: "nothing found" sentence of an analysis comes from it, never from a second read.
         self.scope = ReadScope()
+        #: Lines cut to the line bound by the read under way (hvdlog/parse/bounded.py).
+        self._cuts = CutCounter()
 
     def _error(self, message: str) -> None:
         self.errors.append(message)
@@ -103,10 +106,13 @@ class FileSource:
         for message in read.errors:
             self._error(message)
         self.scope.merge(read.scope)
-        self._close_read(read.failures, read.readable, total)
+        self._close_read(read.failures, read.readable, total, read.cuts)
 
-    def _close_read(self, failures: int, readable: int, total: int) -> None:
-        """After a read of ``total`` files: count and warn of the unparsed lines; fail when none could be read."""
+    def _close_read(self, failures: int, readable: int, total: int, cuts: CutCounter | None = None) -> None:
+        """After a read of ``total`` files: count and warn of the unparsed and the cut lines; fail when none could be read."""
+        if cuts is not None and cuts.lines:
+            self.warn(f"{cuts.lines} line(s) longer than {MAX_LINE_BYTES} bytes were cut as they were read ({cuts.bytes} bytes skipped; "
+                      f"their first and last bytes are kept, tagged {TRUNCATED_TAG})")
         self.parse_failures += failures
         if failures:
             self.warn(f"{failures} line(s) could not be parsed (torn or garbled; prints are not counted); "
@@ -131,24 +137,25 @@ class FileSource:
         """The lines of ``path`` that can match ``spec``: in an events file, those holding its needles
         (an analysis's conditions: :mod:`hvdlog.query.prefilter`; grep's level and PATTERN:
         :func:`~hvdlog.query.scan.needles`); every line of any other file."""
+        cuts = self._cuts
         if not self.prefilter or not is_events_file(path):
-            return handle
+            return bounded_lines(handle, counter=cuts)
         if spec.any_of or spec.steps is not None:
             test = line_test(spec, str(path))
             if test is None:
-                return handle
+                return bounded_lines(handle, counter=cuts)
             found = finders(test.scan)  # one pass per needle: each is memchr-fast, an automaton of them all is not
-            return (line for data, end in blocks(handle) for line in candidate_lines(data, end, found, None) if test.keeps(line))
+            return (line for data, end in blocks(handle, counter=cuts) for line in candidate_lines(data, end, found, None, cuts) if test.keeps(line))
         levels, literal = needles(spec)
         if not (levels or literal):
-            return handle
+            return bounded_lines(handle, counter=cuts)
         found = finders([*(levels or [literal]), ESCAPE])  # type: ignore[list-item]
-        return (line for data, end in blocks(handle) for line in candidate_lines(data, end, found, literal))
+        return (line for data, end in blocks(handle, counter=cuts) for line in candidate_lines(data, end, found, literal, cuts))
 
     def _file_matches(self, path: Path, spec: Filter, read: _Read) -> Iterator[Document]:
         """One file's matches; what went wrong and the parse failures are counted in ``read``."""
-        fields = path_fields(str(path))
-        read.scope.add_file(str(path), file_size(path), fields.get("rank"), fields.get("job"))
+        self._cuts = read.cuts
+        read.scope.add_file(str(path), file_size(path))
         saw = read.scope.saw
         try:
             for doc in self._read(path, spec):
@@ -177,7 +184,7 @@ class FileSource:
                 for message in read.errors[told:]:
                     self._error(message)
         self.scope.merge(read.scope)
-        self._close_read(read.failures, read.readable, len(files))
+        self._close_read(read.failures, read.readable, len(files), read.cuts)
 
     def _parallel(self, files: Sequence[Path]) -> bool:
         return worth_processes(self.workers, files)
@@ -294,6 +301,7 @@ class ReadTotals:
     failures: int = 0
     readable: int = 0
     scope: ReadScope = field(default_factory=ReadScope)
+    cuts: CutCounter = field(default_factory=CutCounter)
 
     def cannot_read(self, path: Path, exc: OSError | UnicodeError) -> None:
         self.errors.append(f"{path}: cannot read ({exc.strerror if isinstance(exc, OSError) else exc}); skipped")
@@ -303,6 +311,8 @@ class ReadTotals:
         self.failures += other.failures
         self.readable += other.readable
         self.scope.merge(other.scope)
+        self.cuts.lines += other.cuts.lines
+        self.cuts.bytes += other.cuts.bytes
 
 
 @dataclass

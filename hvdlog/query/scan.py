@@ -13,20 +13,17 @@ process (SIGBUS).
 from __future__ import annotations
 
 import functools
-import io
-import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from hvdlog.fields import LEVELS
+from hvdlog.parse.bounded import MAX_LINE_BYTES, CutCounter, blocks, cut_line
 from hvdlog.query.spec import Filter
 
 __all__ = ["ESCAPE", "blocks", "candidate_lines", "finders", "needles"]
 
 _JSON_SAFE: Final = re.compile(r"^[\x20-\x7e]+$")
-#: Bytes read per block when scanning for needles.
-_BLOCK: Final = 8 * 1024 * 1024
 
 
 #: A JSON escape can spell any letter (``"\\u0065rror"`` is ``"error"``): a line holding one is
@@ -124,9 +121,11 @@ def finders(needles: Sequence[bytes]) -> list[_Finder]:
     return [_Finder(needle) for needle in needles]
 
 
-def candidate_lines(data: bytearray, end: int, finders: Sequence[_Finder], literal: bytes | None) -> list[bytes]:
+def candidate_lines(
+    data: bytearray, end: int, finders: Sequence[_Finder], literal: bytes | None, counter: CutCounter | None = None,
+) -> list[bytes]:
     """Lines of ``data[:end]`` holding one of the ``finders``' needles (and ``literal``, or an
-    :data:`ESCAPE` that may spell it, when given)."""
+    :data:`ESCAPE` that may spell it, when given); one longer than the line bound is cut (counted in ``counter``)."""
     spans: dict[int, int] = {}  # line start -> line end, of every line with a needle
     find, rfind = data.find, data.rfind
     for finder in finders:
@@ -140,47 +139,8 @@ def candidate_lines(data: bytearray, end: int, finders: Sequence[_Finder], liter
                 stop = end
             spans[start] = stop
     lines = [bytes(data[start : spans[start]]) for start in sorted(spans)]
+    if any(len(line) > MAX_LINE_BYTES for line in lines):  # a long line within one block (blocks cut the longer ones)
+        if counter is not None:
+            counter.lines += sum(len(line) > MAX_LINE_BYTES for line in lines)
+        lines = [cut_line(line) for line in lines]
     return lines if literal is None else [line for line in lines if literal in line or ESCAPE in line]
-
-
-def _fitted(handle: io.BufferedIOBase) -> int:
-    """:data:`_BLOCK`, or less for a smaller file: zeroing 8 MB for each of a thousand rank files of
-    300 kB costs more than reading them (a file that grows meanwhile is read in more blocks)."""
-    try:
-        total = os.fstat(handle.fileno()).st_size
-    except (OSError, AttributeError, io.UnsupportedOperation):
-        return _BLOCK
-    return min(_BLOCK, max(total + 1, _SMALLEST))
-
-
-#: The smallest buffer :func:`blocks` starts with.
-_SMALLEST: Final = 1 << 16
-
-
-def blocks(handle: io.BufferedIOBase, size: int | None = None) -> Iterator[tuple[bytearray, int]]:
-    """The file through one reused buffer, as ``(buffer, end)``: ``buffer[:end]`` holds whole
-    lines (at the end of the file, the last one may end without a newline).
-
-    A line longer than the buffer grows it. The buffer is overwritten by the next block.
-    """
-    buffer = bytearray(size or _fitted(handle))
-    kept = 0  # bytes of an unfinished line at the start of the buffer
-    while True:
-        if kept == len(buffer):
-            buffer.extend(bytes(len(buffer)))  # one line fills the buffer: make room
-        with memoryview(buffer) as view, view[kept:] as free:
-            count = handle.readinto(free)
-        if not count:
-            break
-        filled = kept + count
-        cut = buffer.rfind(b"\n", kept, filled) + 1
-        if cut == 0:
-            kept = filled
-            continue
-        yield buffer, cut
-        kept = filled - cut
-        buffer[:kept] = buffer[cut:filled]
-    if kept:
-        yield buffer, kept
-
-

@@ -4,7 +4,8 @@ An analysis that finds nothing says what it looked at ("no stall in 1024 ranks o
 files, 85 MB read)"). That sentence must come from the read the analysis already did: reading
 every document again to count them costs more than the analysis (a prefiltered read parses only
 the few lines that can matter) and holds every event in memory. So a file source counts here,
-per file, what its path says (rank, job) and, per document it parses anyway, its rank and job;
+per file, its path and size and, per document it parses anyway, its rank and job (what a path
+says, rank and job, is read from the paths only when the sentence is written);
 an Elasticsearch source asks the server to count (an aggregation, never a second read).
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hvdlog.documents import Document, job_of
+from hvdlog.documents import Document
 
 __all__ = ["ReadScope", "describe"]
 
@@ -30,21 +31,17 @@ class ReadScope:
     #: Ranks counted by a server (cardinality), added to :attr:`ranks`'s count.
     counted_ranks: int = 0
 
-    def add_file(self, path: str, size: int, rank: object, job: object) -> None:
-        """A file read: its size and what its path says."""
+    def add_file(self, path: str, size: int) -> None:
+        """A file read, and its size (what its path says is read only for the sentence: :func:`describe`)."""
         self.files[path] = size
-        if type(rank) is int:
-            self.ranks.add(rank)
-        if isinstance(job, str):
-            self.jobs.setdefault(job, None)
 
     def saw(self, doc: Document) -> None:
         """A document parsed on the way (its rank and job, when it has them)."""
         rank = doc.get("rank")
         if type(rank) is int:
             self.ranks.add(rank)
-        job = job_of(doc)
-        if job is not None:
+        job = doc.get("job")  # its own field only: a path's job is read at the end (job_of would parse each path now)
+        if isinstance(job, (str, int)) and not isinstance(job, bool):
             self.jobs.setdefault(str(job), None)
 
     def merge(self, other: ReadScope) -> None:
@@ -68,8 +65,23 @@ def _bytes(count: int) -> str:
     return _plural(count, "byte")
 
 
+def _from_paths(scope: ReadScope) -> ReadScope:
+    """``scope`` with the ranks and jobs its files' paths name (our layout, ``--output-filename`` trees)."""
+    from hvdlog.parse.launcher import path_fields
+
+    named = ReadScope(set(scope.ranks), dict(scope.jobs), scope.files, scope.steps, scope.counted_ranks)
+    for path in scope.files:
+        fields = path_fields(path)
+        if type(rank := fields.get("rank")) is int:
+            named.ranks.add(rank)
+        if isinstance(job := fields.get("job"), str):
+            named.jobs.setdefault(job, None)
+    return named
+
+
 def describe(scope: ReadScope) -> str:
     """``1024 ranks of job x (1024 files, 85.0 MB read)``; ``2 ranks, 20 steps of job demo`` from a server."""
+    scope = _from_paths(scope)
     ranks = max(len(scope.ranks), scope.counted_ranks)
     parts = [_plural(ranks, "rank") if ranks else _plural(len(scope.files), "file") if scope.files else "no documents"]
     if scope.steps:

@@ -315,14 +315,26 @@ def fixture_locked_tree(tmp_path: Path) -> Iterator[Path]:
     (root / "j" / "node2").chmod(0o755)
 
 
-@pytest.mark.parametrize("command", [("grep",), ("parse",), ("stalls",)])
+@pytest.mark.parametrize("command", [("grep",), ("parse",), ("stalls",), ("jobs",)])
 def test_unreadable_directory_warns_and_exits_2(command: tuple[str, ...], locked_tree: Path) -> None:
     """The readable files are still read; the locked directory is named; exit 2."""
     result = run(*command, str(locked_tree), prefix=_without_root_override())
     assert_no_crash(result, 2)
     assert "node2" in result.stderr and "cannot read" in result.stderr, result.stderr
-    if command[0] != "stalls":
+    if command[0] not in ("stalls", "jobs"):
         assert "the good line" in result.stdout
+    if command[0] == "jobs":
+        assert result.stdout.startswith("job ") and "\nj " in result.stdout, result.stdout  # the job is still listed
+
+
+def test_jobs_names_an_unreadable_file_and_exits_2(locked_tree: Path) -> None:
+    """One rank's file unreadable: jobs lists the job, names the file, exit 2 (it said nothing and exited 0)."""
+    (locked_tree / "j" / "node2").chmod(0o755)
+    locked = locked_tree / "j" / "node2" / "rank-1.jsonl"
+    locked.chmod(0)
+    result = run("jobs", str(locked_tree), prefix=_without_root_override())
+    assert_no_crash(result, 2)
+    assert f"{locked}: cannot read" in result.stderr and "\nj " in result.stdout, (result.stderr, result.stdout)
 
 
 def test_one_walker_for_parse_and_grep(locked_tree: Path) -> None:

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 from hvdlog.cli.main import cli
 from hvdlog.cli.output import Printer, dedupe, json_line
 from hvdlog.documents import Document, sort_key, timestamp_millis
-from hvdlog.parse import _unparsed_event, decode_line, parse_lines, parse_paths
+from hvdlog.parse import _unparsed_event, bounded, decode_line, parse_lines, parse_paths
 from hvdlog.parse.jsonl import decode_event
 from hvdlog.parse.launcher import path_fields
 from hvdlog.parse.native import NativeParser
@@ -168,7 +168,7 @@ def test_dense_needles_go_back_to_the_loop(tricky: Path, scanner: str, name: str
 def test_search_is_the_plain_path(tricky: Path, scanner: str, name: str, block: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every spec, both scanners, blocks smaller than lines or bigger than the file: the same documents."""
     if block is not None:
-        monkeypatch.setattr(scan, "_BLOCK", block)
+        monkeypatch.setattr(bounded, "_BLOCK", block)
         monkeypatch.setattr(scan, "_WINDOW", block // 3 + 1)  # the wheel's windows: needles across their edges
     spec = SPECS[name]
     found = list(FileSource([tricky]).search(spec))
@@ -188,7 +188,7 @@ CLI_CASES = {
 def test_cli_output_is_byte_identical(tricky: Path, scanner: str, case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`hvdlog grep` prints the bytes the plain path's documents give (NDJSON, or deduped text), exit 0."""
     args, spec = CLI_CASES[case]
-    monkeypatch.setattr(scan, "_BLOCK", 512)
+    monkeypatch.setattr(bounded, "_BLOCK", 512)
     result = CliRunner().invoke(cli, ["grep", *args, str(tricky)], catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     docs = drop_echoes(_plain(tricky, spec))
