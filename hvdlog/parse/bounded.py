@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterator
 from typing import Final, Protocol
 
+import orjson
+
 __all__ = ["DOCUMENT_BOUND", "MAX_LINE_BYTES", "TRUNCATED_TAG", "CutCounter", "blocks", "cut_bytes", "cut_line", "lines", "tail_bytes"]
 
 
@@ -95,9 +97,19 @@ def _joined(head: bytes, tail: bytes, cut: int) -> tuple[bytes, int]:
     start = 0
     while start < len(tail) and (tail[start] & 0xC0) == 0x80:
         start += 1
+    if head[:1] == b"{":  # an event: the tail may begin inside an escape (``\\"``); a few bytes later it does not
+        start = next((at for at in range(start, start + 8) if _is_json(head, tail[at:], whole)), start)
     tail = tail[start:]
     dropped = whole - len(head) - len(tail)
     return head + _MARK % dropped + tail, dropped
+
+
+def _is_json(head: bytes, tail: bytes, whole: int) -> bool:
+    try:
+        orjson.loads(head + _MARK % (whole - len(head) - len(tail)) + tail)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _cut(line: bytes, limit: int) -> tuple[bytes, int]:
