@@ -4,7 +4,7 @@ The rules are the ``evidence`` list of the message table (hvdlog/parse/assets/me
 which logstash/pipeline/horovod_native.rb applies the same way, so files and Elasticsearch
 documents carry the same fields. A rule names a pattern of the grok pattern file searched in
 the finished document's ``message`` (a line, a whole traceback or box), field values it
-needs (``when``), a field it needs (``has``), and where the rank the evidence is *about* is
+needs (``when``), a field it needs (``has``) or must not have (``lacks``), and where the rank the evidence is *about* is
 (``rank``: a capture of the pattern, or a field of the document). Rules look only at
 documents of level warning or above, unless the rule says ``any_level`` (launcher lines
 that stay info, such as Open MPI's box): most lines are never searched. The first rule that
@@ -47,12 +47,17 @@ class EvidenceRule:
     rank: str | None
     #: False (the default): only documents at warning or above; True: any level (launcher lines kept as info).
     any_level: bool = False
+    #: A field the document must not have: a launcher's verdict is the launcher's line, never a rank's
+    #: print of one (``lacks: rank``; a rank printing ``Process 2 exit with status code 137.`` blames nobody).
+    lacks: str | None = None
 
     def fields_of(self, doc: Mapping[str, Any]) -> dict[str, Any] | None:
         """The evidence fields for ``doc`` (flat or nested), or None when the rule does not apply."""
         if not self.any_level and get_field(doc, "log.level") not in _SEVERE:
             return None
         if self.has is not None and get_field(doc, self.has) is None:
+            return None
+        if self.lacks is not None and get_field(doc, self.lacks) is not None:
             return None
         if any(get_field(doc, name) not in values for name, values in self.when):
             return None
@@ -80,7 +85,7 @@ def _rule(row: Mapping[str, Any], path: Path) -> EvidenceRule:
     name = row.get("pattern")
     when = tuple((field, tuple(values)) for field, values in row.get("when", {}).items())
     pattern = compile_pattern(name) if name else None
-    return EvidenceRule(kind, source, pattern, when, row.get("has"), row.get("rank"), bool(row.get("any_level", False)))
+    return EvidenceRule(kind, source, pattern, when, row.get("has"), row.get("rank"), bool(row.get("any_level", False)), row.get("lacks"))
 
 
 @cache

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -33,9 +34,14 @@ class Message:
     pattern: CompiledPattern
     dataset: str
     fields: tuple[tuple[str, Any], ...]
+    #: A field the line's source must not give (``lacks: rank``: a launcher's line read in a rank's own
+    #: file or behind its tag is that rank's print, never the launcher's verdict about another rank).
+    lacks: str | None = None
 
-    def fields_of(self, line: str) -> dict[str, Any] | None:
+    def fields_of(self, line: str, base: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """The document fields for ``line`` (message = the line), or None if it does not match."""
+        if self.lacks is not None and base is not None and base.get(self.lacks) is not None:
+            return None
         captured = self.pattern.match(line)
         if captured is None:
             return None
@@ -65,7 +71,7 @@ def _row(row: dict[str, Any], path: Path) -> Message:
     for field, spec in fields.items():
         if isinstance(spec, dict) and not ({"from", "map"} <= set(spec) <= {"from", "map", "default"}):
             raise PatternError(f"{path}: {name}: field {field} must be a value or {{from, map[, default]}}")
-    return Message(pattern, row.get("dataset", DEFAULT_DATASET), tuple(fields.items()))
+    return Message(pattern, row.get("dataset", DEFAULT_DATASET), tuple(fields.items()), row.get("lacks"))
 
 
 def read_table(path: Path = MESSAGES_FILE) -> dict[str, Any]:
@@ -83,10 +89,11 @@ def load_messages(path: Path = MESSAGES_FILE) -> tuple[Message, ...]:
     return tuple(_row(row, Path(path)) for row in read_table(path)["messages"])
 
 
-def recognise(line: str) -> dict[str, Any] | None:
-    """The fields of the first table row ``line`` matches, or None."""
+def recognise(line: str, base: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The fields of the first table row ``line`` matches, or None (``base``: what the line's
+    file and launcher tag say, for rows that apply only where it lacks a field)."""
     for message in load_messages():
-        fields = message.fields_of(line)
+        fields = message.fields_of(line, base)
         if fields is not None:
             return fields
     return None

@@ -309,7 +309,7 @@ class NativeParser:
 
     def _single(self, stream: _Stream, line: str, time: str | None = None) -> Document:
         """A line that is a document of its own: a known message, or kept raw and tagged."""
-        known = recognise(line)  # the message table (hvdlog/parse/assets/messages.json)
+        known = recognise(line, stream.base)  # the message table (hvdlog/parse/assets/messages.json)
         if known is not None:
             return self._document(stream, known, time)
         if self.size is None and "-n" in line:

@@ -58,7 +58,7 @@ def register(params)
   @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
     compiled = compile(row.fetch("pattern"))
     raise ArgumentError, "#{row["pattern"]} must be anchored with \\A" unless compiled.regex.source.start_with?("\\A", "^")
-    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {}), row["pattern"]].freeze
+    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {}), row["pattern"], row["lacks"] && reference(row["lacks"])].freeze
   end.freeze
   # Every line shape a block or a message begins with, as one regex (hvdlog/parse/prefixes.py
   # `_starts`): what an untagged event's first line must show behind a prefix no list names.
@@ -459,7 +459,7 @@ def launcher_event(event, lines)
     event.set("[error][message]", what["[error][message]"]) if what
     event.set("[log][level]", "critical")
     classify(event, :terminate)
-  elsif (known = recognise(first))
+  elsif (known = recognise(first, event))
     known.each { |field, value| event.set(field, value) }
     event.set("[message]", lines.join("\n"))
   else
@@ -603,9 +603,11 @@ def reference(dotted)
   "[#{dotted.split(".").join("][")}]"
 end
 
-# Field references => values for the first table row `line` matches, or nil.
-def recognise(line)
-  @messages.each do |compiled, dataset, specs, _name|
+# Field references => values for the first table row `line` matches, or nil (`event`: the
+# line's own, for rows that apply only where it lacks a field, as hvdlog/parse/messages.py).
+def recognise(line, event = nil)
+  @messages.each do |compiled, dataset, specs, _name, lacks|
+    next if lacks && event && !event.get(lacks).nil?
     found = captures(compiled, line)
     next if found.nil?
     fields = found.reject { |field, _| field.start_with?("[@metadata]") }
@@ -629,14 +631,15 @@ end
 
 EVIDENCE_LEVELS = %w[warning error critical].freeze
 
-EvidenceRule = Struct.new(:kind, :source, :pattern, :when, :has, :rank, :any_level)
+EvidenceRule = Struct.new(:kind, :source, :pattern, :when, :has, :rank, :any_level, :lacks)
 
 def load_evidence(path)
   JSON.parse(File.read(path, encoding: "UTF-8")).fetch("evidence", []).map do |row|
     pattern = row["pattern"] && compile(row["pattern"])
     when_fields = row.fetch("when", {}).map { |name, values| [reference(name), values] }
     EvidenceRule.new(row.fetch("kind"), row.fetch("source"), pattern, when_fields, row["has"] && reference(row["has"]),
-                     row["rank"] && reference(row["rank"]), row.fetch("any_level", false)).freeze
+                     row["rank"] && reference(row["rank"]), row.fetch("any_level", false),
+                     row["lacks"] && reference(row["lacks"])).freeze
   end.freeze
 end
 
@@ -647,6 +650,7 @@ def classify_all(events)
     @evidence.each do |rule|
       next unless rule.any_level || severe
       next if rule.has && event.get(rule.has).nil?
+      next if rule.lacks && !event.get(rule.lacks).nil?
       next unless rule.when.all? { |name, values| values.include?(event.get(name)) }
       found = {}
       if rule.pattern

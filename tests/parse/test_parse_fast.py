@@ -22,8 +22,8 @@ import pytest
 from hvdlog.cli.output import json_line
 from hvdlog.documents import Document, expand, set_field
 from hvdlog.fields import PARSE_FAILURE_TAG
-from hvdlog.parse import decode_line, parse_lines, parse_paths
-from hvdlog.parse.jsonl import APP_DATASET, MAX_KEY_DEPTH, decode_event, to_document
+from hvdlog.parse import bounded, decode_line, parse_lines, parse_paths
+from hvdlog.parse.jsonl import APP_DATASET, MAX_KEY_DEPTH, bound_depth, decode_event, to_document
 from hvdlog.parse.launcher import path_fields
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,6 +107,7 @@ def _general(raw: bytes | str, path: str, base: dict[str, Any]) -> Document | No
     """What one line of an events file gives, laid out key by key (documents.expand)."""
     flat = _flat(raw)
     if type(flat) is dict and all(key.count(".") < MAX_KEY_DEPTH for key in flat):
+        bound_depth(flat)  # a value nested past 20 levels is cut
         doc = expand(flat)
         event = doc.setdefault("event", {})
         if not isinstance(event, dict):  # kept under extra, where the stores take any value
@@ -114,6 +115,9 @@ def _general(raw: bytes | str, path: str, base: dict[str, Any]) -> Document | No
             event = doc["event"] = {}
         event.setdefault("dataset", APP_DATASET)
         set_field(doc, "log.file.path", path)
+        if len(raw) > bounded.MAX_LINE_BYTES - 16 and (cut := bounded.cut_bytes(raw)) is not None:  # cut as it was read
+            doc["tags"] = [*doc.get("tags", []), bounded.TRUNCATED_TAG]
+            doc.setdefault("hvdlog", {}).setdefault("truncated", {})["bytes"] = cut
         return doc
     text = decode_line(raw)
     if not text.strip():
@@ -175,7 +179,8 @@ def test_the_command_writes_what_the_library_gives(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "hvdlog", "parse", str(target)], capture_output=True, env=env, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout == expected
-    assert result.stdout == _ndjson(_general_docs(target.read_bytes().split(b"\n")[:-1], str(target)))
+    read = [bounded.cut_line(line) for line in target.read_bytes().split(b"\n")[:-1]]  # a line over the bound is cut as it is read
+    assert result.stdout == _ndjson(_general_docs(read, str(target)))
     unparsed = sum(1 for doc in parse_paths([target]) if isinstance(doc.get("tags"), list) and PARSE_FAILURE_TAG in doc["tags"])
     written = result.stdout.count(b"\n")
     assert f"{unparsed} of {written} lines matched no pattern".encode() in result.stderr
