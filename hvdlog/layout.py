@@ -75,15 +75,16 @@ def safe_job_id(job: str) -> str:
     """``job`` as one path component, bounded and unique.
 
     Unsafe ASCII runs become ``-``; never starting with ``-`` or ``.`` (``python -c`` would give
-    ``-c-...``, an option to every tool; ``..`` a parent). A name that had to lose characters
-    to fit ASCII (accents are kept as their base letter), that has nothing readable left, or
-    that is longer than :data:`MAX_JOB_ID`, gets a readable part plus ``-`` and a short hash of
-    the whole name, so two such jobs never share a directory (``训练`` -> ``job-1f0c...``).
+    ``-c-...``, an option to every tool; ``..`` a parent). A name that is not already safe as it
+    is (it had to lose or change characters: accents kept as their base letter, ``resnet 50``,
+    ``resnet/50``, ``../../etc``), that has nothing readable left, or that is longer than
+    :data:`MAX_JOB_ID`, gets a readable part plus ``-`` and a short hash of the whole name, so
+    two names never share a directory (``训练`` -> ``job-1f0c...``; ``resnet 50`` and
+    ``resnet:50`` differ, and neither is ``resnet-50``).
     """
     ascii_form = unicodedata.normalize("NFKD", job).encode("ascii", "ignore").decode()
     readable = _JOB_UNSAFE.sub("-", ascii_form).lstrip("-.")
-    lossy = ascii_form != unicodedata.normalize("NFKD", job) or not readable
-    if not lossy and len(readable) <= MAX_JOB_ID:
+    if readable == job and len(readable) <= MAX_JOB_ID:
         return readable
     digest = hashlib.sha256(job.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{readable[:_READABLE].rstrip('-.') or 'job'}-{digest}"

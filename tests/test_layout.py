@@ -58,6 +58,17 @@ def test_job_ids_are_bounded_and_unique() -> None:
     assert safe_job_id("训练") == safe_job_id("训练")  # every rank derives the same id
 
 
+def test_names_that_differ_only_in_unsafe_characters_get_distinct_directories() -> None:
+    """``resnet 50``, ``resnet/50``, ``resnet:50`` and ``resnet-50`` shared one directory, as ``../../etc`` and ``etc`` did."""
+    from hvdlog.layout import safe_job_id
+
+    names = ["resnet 50", "resnet/50", "resnet:50", "resnet-50", "../../etc", "etc", "-c", "c"]
+    ids = [safe_job_id(name) for name in names]
+    assert len(set(ids)) == len(ids), ids
+    assert ids[3] == "resnet-50" and ids[5] == "etc" and ids[0].startswith("resnet-50-") and ids[4].startswith("etc-"), ids
+    assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", job) for job in ids), ids
+
+
 def test_a_long_job_name_still_gets_its_files(tmp_path: Path) -> None:
     """A job name beyond NAME_MAX used to mean no log files at all for the run."""
     import subprocess

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from hvdlog.analyses.jobs import JobRow, from_aggregation, from_files, jobs_query
-from hvdlog.cli.options import EXIT_ERROR, EXIT_FOUND, EXIT_NOTHING, fail, warn
+from hvdlog.cli.options import EXIT_ERROR, EXIT_FOUND, EXIT_NOTHING, Seconds, fail, warn
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.layout import DEFAULT_ROOT
 from hvdlog.query.spec import format_ranks
@@ -49,7 +49,7 @@ def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[Jo
 @click.option("--es", "es_url", metavar="URL", help="List the jobs in Elasticsearch at URL instead (credentials: HVDLOG_ES_* env).")
 @click.option("--es-ca", type=click.Path(exists=True, dir_okay=False), envvar="HVDLOG_ES_CA", show_envvar=True, help="CA bundle (PEM) for HTTPS.")
 @click.option("--index", default="logs-horovod.*-*", show_default=True, help="Index pattern on Elasticsearch.")
-@click.option("--timeout", default=10.0, show_default=True, type=float, help="Seconds to wait for Elasticsearch.")
+@click.option("--timeout", default=10.0, show_default=True, type=Seconds(), help="Seconds to wait for Elasticsearch.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document per job.")
 def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: str, timeout: float, as_json: bool) -> None:
     """Every job under ROOT (default ./hvdlog-logs) or in the cluster: ranks, hosts, first and last time, size, status.

@@ -44,8 +44,10 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic in the stub
 
     name = "seconds"
 
-    def __init__(self, zero: bool = False) -> None:
+    def __init__(self, zero: bool = False, minimum: float = 0.0) -> None:
         self.zero = zero
+        #: The least a value may be (a poll interval of 0.05 s, not 1e-300: a loop that spins).
+        self.minimum = minimum
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         try:
@@ -54,6 +56,8 @@ class Seconds(click.ParamType):  # type: ignore[type-arg]  # generic in the stub
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
         if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not self.zero):
             self.fail(f"{value!r} is not a {'' if self.zero else 'positive '}finite number of seconds", param, ctx)
+        if seconds < self.minimum:
+            self.fail(f"{value!r} is less than {self.minimum:g} s", param, ctx)
         return seconds
 
 

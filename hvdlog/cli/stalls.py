@@ -8,7 +8,7 @@ from hvdlog.analyses.job import episode_end
 from hvdlog.analyses.resets import epoch_of
 from hvdlog.analyses.stalls import find_stalls
 from hvdlog.cli.analysis import nothing_found, read_with, size_option
-from hvdlog.cli.options import Run, jobs_option, source_options
+from hvdlog.cli.options import Run, Seconds, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
 from hvdlog.documents import job_of
 from hvdlog.query.spec import Condition, format_ranks
@@ -19,7 +19,7 @@ __all__ = ["stalls"]
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
-@click.option("--merge-gap", default=150.0, show_default=True, type=float, help="Reports further apart (s) start a new episode.")
+@click.option("--merge-gap", default=150.0, show_default=True, type=Seconds(zero=True), help="Reports further apart (s) start a new episode.")
 @size_option
 @jobs_option
 @source_options

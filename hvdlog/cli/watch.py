@@ -23,7 +23,7 @@ from typing import Any, Final
 import click
 
 from hvdlog.cli.grep import _Backoff, _Shown  # grep -f --es's retry policy, shared
-from hvdlog.cli.options import Run, fail, source_options, warn
+from hvdlog.cli.options import Run, Seconds, fail, source_options, warn
 from hvdlog.cli.output import Printer
 from hvdlog.cli.text import sentence
 from hvdlog.cli.timeline_output import timeline_analyses
@@ -52,9 +52,9 @@ _MARKS = {"firing": ("ALERT", "bold red"), "update": ("UPDATE", "red"), "resolve
 @click.option("--exec", "commands", multiple=True, metavar="CMD", help="Run CMD (a shell command) with the alert's JSON on stdin (repeatable).")
 @click.option("--kibana-url", metavar="URL", envvar="HVDLOG_KIBANA_URL", help="Add a Kibana Discover link on the job and ranks to each alert.")
 @click.option("--all-jobs", is_flag=True, help="Watch every job under the PATHs (default: the first job seen, or --job).")
-@click.option("--silent-after", type=click.FloatRange(min=0.1), metavar="S",
+@click.option("--silent-after", type=Seconds(minimum=0.1), metavar="S",
               help="Seconds without a line that make a rank silent [default: 3x the job's median step time, at least 60].")
-@click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.05), help="Seconds between polls and checks.")
+@click.option("--interval", default=2.0, show_default=True, type=Seconds(minimum=0.05), help="Seconds between polls and checks.")
 @click.option("--from-start", is_flag=True, help="Read what the files (or the index) already hold first (default: from now on).")
 @click.option("--exit-when-finished", is_flag=True, help="Stop once every watched job has finished (its job_finished alert sent).")
 @click.option("--spool-dir", type=click.Path(file_okay=False), help="Where undeliverable alerts wait, signed; the watcher's own directory "

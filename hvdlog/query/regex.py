@@ -5,8 +5,9 @@ a file search has no way to interrupt it. With the ``google-re2`` wheel (part of
 ``hvdlog[cli]``) patterns run on RE2, whose time is linear in the text. Patterns RE2 does not
 take (backreferences, lookaround) and every pattern without the wheel use ``re``, after a check
 of the parsed pattern: a repetition inside a repetition (``(a+)+``, ``(a*)*b``, ``((ab)+c)*``) is
-refused with one sentence, since that is the usual way ``re`` blows up (overlapping
-alternatives such as ``(a|aa)+`` are not caught: install the wheel). The same lines match either way for the patterns both accept.
+refused with one sentence, since that is the usual way ``re`` blows up, and so is an alternation
+under a repetition (``(a|aa)+``: alternatives may overlap; with a backreference RE2 refuses, such a
+pattern would otherwise reach ``re``). The same lines match either way for the patterns both accept.
 """
 
 from __future__ import annotations
@@ -57,15 +58,17 @@ def compile_search(source: str, ignore_case: bool = False) -> Pattern:
     except re.error as exc:
         raise PatternError(f"bad regular expression {source!r}: {exc}") from None
     if nested_repeat(source):
+        remedy = ("RE2 does not take it (a backreference or a lookaround), so rewrite it" if re2 is not None
+                  else "rewrite it, or install hvdlog[cli] (google-re2) for linear-time matching")
         raise PatternError(
-            f"regular expression {source!r} repeats a repetition (like (a+)+), which can take exponential time; "
-            "rewrite it without the nesting, or install hvdlog[cli] (google-re2) for linear-time matching"
+            f"regular expression {source!r} repeats a repetition or an alternation (like (a+)+ or (a|aa)+), "
+            f"which can take exponential time; {remedy}"
         )
     return stdlib
 
 
 def nested_repeat(source: str) -> bool:
-    """Whether a repetition (``*``, ``+``, ``{n,}``) holds another unbounded-ish one."""
+    """Whether a repetition (``*``, ``+``, ``{n,}``) holds another unbounded-ish one, or an alternation."""
     from re import _parser as sre_parse  # type: ignore[attr-defined]  # the stdlib's own parser (3.11+)
 
     return _nested(sre_parse.parse(source), 0, sre_parse)
@@ -83,6 +86,8 @@ def _nested(parsed: Any, depth: int, sre: Any) -> bool:
             if (repeats and depth > 0) or _nested(body, depth + (1 if repeats else 0), sre):
                 return True
             continue
+        if name == "BRANCH" and depth > 0:  # alternatives under a repetition may overlap: (a|aa)+ backtracks exponentially
+            return True
         children = [value[-1]] if name == "SUBPATTERN" else value[1] if name == "BRANCH" else []
         if any(_nested(child, depth, sre) for child in children):
             return True

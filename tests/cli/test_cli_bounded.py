@@ -123,3 +123,13 @@ def test_a_lone_surrogate_escape_keeps_an_error_an_error(tmp_path: Path) -> None
     result = run("grep", "--json", "--level", "error", str(tmp_path))
     (doc,) = [json.loads(line) for line in result.stdout.splitlines()]
     assert doc["log"]["level"] == "error" and doc["message"] == "bad \ufffd name" and doc["rank"] == 2, doc
+
+
+@pytest.mark.parametrize("args", [("stalls", "--merge-gap", "nan"), ("stalls", "--merge-gap", "inf"), ("watch", "--interval", "inf"),
+                                  ("watch", "--interval", "nan"), ("watch", "--silent-after", "nan")])
+def test_a_non_finite_number_of_seconds_is_one_sentence(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """Not a raw Python error, and (--interval nan) not a poll loop spinning at full CPU: exit 2 with one sentence."""
+    _write(tmp_path / "ok" / "h" / "rank-0.jsonl", BOOM)
+    result = run(*args, str(tmp_path), timeout=30)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "Error" not in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and "finite number of seconds" in result.stderr, result.stderr

@@ -69,3 +69,16 @@ def test_grep_dash_e_on_a_file_finishes(tmp_path: Path) -> None:
         assert result.returncode == 1, result.stderr  # nothing matched, quickly
     else:
         assert result.returncode == 2 and "repeats a repetition" in result.stderr
+
+
+def test_a_backreference_pattern_with_overlapping_alternatives_is_refused_in_a_real_grep(tmp_path: Path) -> None:
+    """``(a|aa)+(x)\\2``: RE2 refuses the backreference, and ``re`` would backtrack exponentially on
+    a line of ``a``; grep -E refuses it with one sentence, and never suggests installing RE2 when it is installed."""
+    path = tmp_path / "j" / "h" / "rank-0.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"@timestamp": "2026-11-30T14:00:00Z", "log.level": "info", "message": "a" * 60 + "y", "rank": 0}) + "\n")
+    result = subprocess.run([sys.executable, "-m", "hvdlog", "grep", "-E", r"(a|aa)+(x)\2", str(path)], capture_output=True, text=True,
+                            timeout=60, check=False, env={**os.environ, "TZ": "UTC"})
+    assert result.returncode == 2 and "exponential time" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    installed = regex._re2() is not None
+    assert ("install" in result.stderr) is not installed, result.stderr

@@ -95,8 +95,9 @@ class TestConfigure:
         assert warn["log.logger"] == "py.warnings" and "DeprecationWarning: old api" in warn["message"] and warn["step"] == 12
 
     def test_job_from_environment(self, tmp_path: Path) -> None:
-        """Without job=, HVDLOG_JOB names the job, made path-safe."""
-        assert hvdlog.default_job_id({"HVDLOG_JOB": "my job/1"}) == "my-job-1"
+        """Without job=, HVDLOG_JOB names the job, made path-safe (and unique: a hash of the name it had to change)."""
+        made = hvdlog.default_job_id({"HVDLOG_JOB": "my job/1"})
+        assert made.startswith("my-job-1-") and made != hvdlog.default_job_id({"HVDLOG_JOB": "my job:1"})
         assert hvdlog.default_job_id({"SLURM_JOB_ID": "991"}, script="train.py").endswith("-991")
         assert hvdlog.default_job_id({}, script="-c").startswith("c-")  # `python -c`: never an option-like id
 
