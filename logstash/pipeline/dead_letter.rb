@@ -48,7 +48,9 @@ def filter(event)
   type, detail = (m = REASON_RE.match(reason)) ? [unescape(m[1]), unescape(m[2])] : [nil, reason]
   type = cut(type, 256) if type
   detail = cut(detail, @max_reason)
-  text = cut(JSON.generate(original), @max_original)
+  # no nesting limit: an event nested past JSON's default 100 levels is often why it was refused
+  # (JSON::NestingError would lose the rejection); the text is cut to max_original_bytes anyway
+  text = cut(JSON.generate(original, max_nesting: false), @max_original)
   identity = {
     "job" => (original["job"] if original["job"].is_a?(String)),
     "rank" => (original["rank"] if original["rank"].is_a?(Integer)),

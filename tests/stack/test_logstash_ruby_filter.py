@@ -694,3 +694,17 @@ class TestBounds:
         assert out["error"]["type"] == "document_parsing_exception"
         assert out["error"]["message"] == "x" * 8192 + "...(cut)"
         assert out["message"].endswith("x" * 100 + "...(cut)") and out["rank"] == 3
+
+    @pytest.mark.parametrize("depth", [101, 254])
+    def test_a_deeply_nested_rejected_event_is_recorded(self, jruby: str, depth: int) -> None:
+        """Elasticsearch refuses an event nested past its depth limit; the dead-letter filter still
+        records the rejection (it failed with JSON::NestingError past 100 levels, and the rejection was lost)."""
+        nested: object = 1
+        for _ in range(depth):
+            nested = {"a": nested}
+        text = ('Could not index event to Elasticsearch. status: 400, action: ["create", {}], response: {"create"=>{"status"=>400, '
+                '"error"=>{"type"=>"document_parsing_exception", "reason"=>"too deep"}}}')
+        event = {"message": "hello", "rank": 3, "x": nested, "@metadata": {"dead_letter_queue": {"reason": text, "plugin_id": "app_to_elasticsearch"}}}
+        [[out]], _ = _run_ruby(jruby, DEAD_LETTER, {"max_original_bytes": 32768, "max_reason_bytes": 8192}, [event])
+        assert out["error"]["type"] == "document_parsing_exception" and out["rank"] == 3 and "_hvdlog_rejected" in out["tags"], out
+        assert out["event"]["original"].startswith("{") and '{"a":' * 50 in out["event"]["original"], out["event"]["original"][:200]

@@ -112,7 +112,8 @@ end
 script_path, params_json, option, workers = ARGV
 workers = option == "--workers" ? Integer(workers) : 1
 context = ScriptContext.new(script_path, JSON.parse(params_json))
-inputs = $stdin.each_line.map { |line| Event.new(JSON.parse(line)) }
+# JSON without a nesting limit: Logstash hands a filter any event, however deep
+inputs = $stdin.each_line.map { |line| Event.new(JSON.parse(line, max_nesting: false)) }
 outputs = Array.new(inputs.length)
 queue = Queue.new
 inputs.each_with_index { |event, index| queue << [event, index] }
@@ -129,7 +130,7 @@ threads = Array.new(workers) do
   end
 end
 threads.each(&:join)
-outputs.each { |events| puts JSON.generate({ "events" => events }) }
+outputs.each { |events| puts JSON.generate({ "events" => events }, max_nesting: false) }
 
 # The heap's high-water mark of the whole run (each heap pool's peak, summed: an upper bound).
 def peak_heap_bytes
