@@ -26,6 +26,7 @@ from support.variants import variants
 from hvdlog.analyses.failures import FAILURE_EVENTS
 from hvdlog.analyses.stalls import STALL_EVENTS
 from hvdlog.cli.main import cli
+from hvdlog.parse import bounded
 from hvdlog.query import files, scan
 from hvdlog.query.files import FileSource
 from hvdlog.query.prefilter import line_test
@@ -198,7 +199,7 @@ SPECS = {
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_search_is_the_full_read(name: str, tmp_path: Path, scanner: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each filter the analyses use, small blocks: the prefiltered search is the full read's, document for document."""
-    monkeypatch.setattr(scan, "_BLOCK", 300)
+    monkeypatch.setattr(bounded, "_BLOCK", 300)
     root = _tricky_job(tmp_path)
     spec = SPECS[name]
     assert list(FileSource([root], prefilter=True).search(spec)) == list(FileSource([root], prefilter=False).search(spec))
