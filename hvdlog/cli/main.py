@@ -28,6 +28,7 @@ __all__ = ["COMMANDS", "cli", "main"]
 COMMANDS: dict[str, str] = {
     "first-failure": "hvdlog.cli.first_failure:first_failure",
     "grep": "hvdlog.cli.grep:grep",
+    "history": "hvdlog.cli.history:history",
     "import": "hvdlog.cli.import_:import_command",
     "install": "hvdlog.cli.install:install",
     "jobs": "hvdlog.cli.jobs:jobs",
