@@ -7,10 +7,13 @@ Both read the same little per job, so ``history`` gives the same answers over bo
 * its span and last step: the first and last lines of each events file, or min/max
   aggregations;
 * its first :data:`EVIDENCE_PER_JOB` failure-evidence events by time (the first-failure
-  model's input, ``FAILURE_EVENTS``), or a ``top_hits`` of the same filter per job.
+  model's input, ``FAILURE_EVENTS``, without exit records of status 0: every finished rank
+  writes one), or a ``top_hits`` of the same filter per job.
 
-Over Elasticsearch the server aggregates, one composite page of :data:`PAGE` jobs per request:
-what crosses the network is bounded by jobs, hosts and that evidence cap, never by the events.
+Over Elasticsearch the server aggregates (composite pages of :data:`PAGE` jobs): what crosses
+the network is one bucket per job, plus, for the jobs with failure evidence, their hosts and
+that capped evidence; never the events. Over files, hosts are read for every job (the paths
+say them for free); only failed jobs' hosts enter the answers.
 The fingerprint is not a stored field: it is computed here from the evidence, as
 ``first-failure`` does.
 """
@@ -28,11 +31,11 @@ import orjson
 from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 from hvdlog.analyses.history import JobRecord
 from hvdlog.analyses.report import iso
-from hvdlog.documents import Document, sort_key, timestamp_millis
+from hvdlog.documents import Document, get_field, sort_key, timestamp_millis
 from hvdlog.layout import parse_path, walk
 from hvdlog.query.spec import Filter
 
-__all__ = ["EVIDENCE_PER_JOB", "PAGE", "from_elasticsearch", "from_roots", "history_aggregation", "record_of"]
+__all__ = ["EVIDENCE_PER_JOB", "PAGE", "from_elasticsearch", "from_roots", "history_aggregations", "record_of"]
 
 #: Failure-evidence events per job the model reads (the first ones by time; a chain of failures
 #: is decided in its first events, and the bound keeps Elasticsearch's answer small).
@@ -45,7 +48,7 @@ _TAIL: Final = 16384
 def record_of(job: str, hosts: dict[str, int], first_ms: int | None, last_ms: int | None, last_step: int | None,
               evidence: Iterable[Document]) -> JobRecord:
     """A job's record from its facts and failure evidence (capped and ordered here, the same for every source)."""
-    docs = sorted(evidence, key=sort_key)[:EVIDENCE_PER_JOB]
+    docs = sorted((doc for doc in evidence if get_field(doc, "process.exit_code") != 0), key=sort_key)[:EVIDENCE_PER_JOB]
     record = JobRecord(job, iso(first_ms), iso(last_ms), dict(sorted(hosts.items())), last_step)
     reports = first_failure(docs) if docs else []
     if reports and not reports[0].recovered:
@@ -115,47 +118,64 @@ def from_roots(roots: Iterable[str], warn: Callable[[str], None], since: datetim
     return records
 
 
-def history_aggregation(after: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One page of jobs: span, last step, ranks per host, and the first failure evidence."""
+def _pages(source: Any, query: dict[str, Any], sources: list[dict[str, Any]], aggs: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every bucket of a composite aggregation, :data:`PAGE` per request."""
+    buckets: list[dict[str, Any]] = []
+    after = None
+    while True:
+        composite: dict[str, Any] = {"size": PAGE, "sources": sources}
+        if after is not None:
+            composite["after"] = after
+        answer = source.aggregate(query, {"page": {"composite": composite, "aggs": aggs}})["page"]
+        buckets += answer["buckets"]
+        after = answer.get("after_key")
+        if len(answer["buckets"]) < PAGE or after is None:
+            return buckets
+
+
+_BY_JOB: Final = [{"job": {"terms": {"field": "job"}}}]
+
+
+def history_aggregations() -> dict[str, dict[str, Any]]:
+    """The three aggregations, by what they read: every job's span and last step; the failure
+    evidence of the jobs that have any (the first :data:`EVIDENCE_PER_JOB` by time); and, for
+    those jobs only, how many ranks ran on each host."""
     from hvdlog.query.es_query import to_query
 
-    composite: dict[str, Any] = {"size": PAGE, "sources": [{"job": {"terms": {"field": "job"}}}]}
-    if after is not None:
-        composite["after"] = after
-    return {"jobs": {"composite": composite, "aggs": {
-        "first": {"min": {"field": "@timestamp"}},
-        "last": {"max": {"field": "@timestamp"}},
-        "last_step": {"max": {"field": "step"}},
-        "hosts": {"terms": {"field": "host.name", "size": 1024}, "aggs": {"ranks": {"cardinality": {"field": "rank"}}}},
-        "evidence": {"filter": to_query(Filter(any_of=FAILURE_EVENTS)), "aggs": {
-            "first": {"top_hits": {"size": EVIDENCE_PER_JOB, "sort": [{"@timestamp": "asc"}]}}}},
-    }}}
+    return {
+        "span": {"first": {"min": {"field": "@timestamp"}}, "last": {"max": {"field": "@timestamp"}},
+                 "last_step": {"max": {"field": "step"}}},
+        "evidence": {"first": {"top_hits": {"size": EVIDENCE_PER_JOB, "sort": [{"@timestamp": "asc"}]}}},
+        "evidence_query": {"bool": {"filter": [to_query(Filter(any_of=FAILURE_EVENTS))], "must_not": [{"term": {"process.exit_code": 0}}]}},
+        "ranks": {"ranks": {"cardinality": {"field": "rank"}}},
+    }
 
 
-def _record_of_bucket(bucket: dict[str, Any]) -> JobRecord:
-    hosts = {str(item["key"]): int(item["ranks"]["value"]) for item in bucket["hosts"]["buckets"] if item["ranks"]["value"]}
-    value = bucket["last_step"].get("value")
-    evidence = [hit["_source"] for hit in bucket["evidence"]["first"]["hits"]["hits"]]
-    first, last = bucket["first"].get("value"), bucket["last"].get("value")
-    return record_of(str(bucket["key"]["job"]), hosts, int(first) if first is not None else None,
-                     int(last) if last is not None else None, int(value) if value is not None else None, evidence)
+def _number(bucket: dict[str, Any], name: str) -> int | None:
+    value = bucket[name].get("value")
+    return int(value) if value is not None else None
 
 
 def from_elasticsearch(source: Any, since: datetime | None = None) -> list[JobRecord]:
-    """Every job in the index (``source``: an :class:`~hvdlog.query.es.ElasticsearchSource`), one request per :data:`PAGE` jobs.
+    """Every job in the index (``source``: an :class:`~hvdlog.query.es.ElasticsearchSource`).
 
-    ``since``: jobs whose newest event is at or after it (a job's span is what counts, not its events' times).
+    Three composite aggregations, paged by :data:`PAGE` jobs: the spans of every job, then the
+    failure evidence and the hosts of the jobs that have evidence only (a finished job costs one
+    bucket). ``since``: jobs whose newest event is at or after it.
     """
-    records: list[JobRecord] = []
-    after = None
-    while True:
-        answer = source.aggregate({"match_all": {}}, history_aggregation(after))["jobs"]
-        records += [_record_of_bucket(bucket) for bucket in answer["buckets"]]
-        after = answer.get("after_key")
-        if not answer["buckets"] or after is None:
-            break
+    aggs = history_aggregations()
+    spans = {str(bucket["key"]["job"]): bucket for bucket in _pages(source, {"match_all": {}}, _BY_JOB, aggs["span"])}
     if since is not None:
-        cut = iso(int(since.timestamp() * 1000)) or ""
-        records = [record for record in records if (record.last or "") >= cut]
-    return records
-
+        cut = since.timestamp() * 1000
+        spans = {job: bucket for job, bucket in spans.items() if (_number(bucket, "last") or 0) >= cut}
+    evidence = {str(bucket["key"]["job"]): [hit["_source"] for hit in bucket["first"]["hits"]["hits"]]
+                for bucket in _pages(source, aggs["evidence_query"], _BY_JOB, aggs["evidence"]) if str(bucket["key"]["job"]) in spans}
+    hosts: dict[str, dict[str, int]] = {}
+    jobs = sorted(evidence)
+    for start in range(0, len(jobs), PAGE):
+        query = {"terms": {"job": jobs[start:start + PAGE]}}
+        for bucket in _pages(source, query, [*_BY_JOB, {"host": {"terms": {"field": "host.name"}}}], aggs["ranks"]):
+            if bucket["ranks"]["value"]:
+                hosts.setdefault(str(bucket["key"]["job"]), {})[str(bucket["key"]["host"])] = int(bucket["ranks"]["value"])
+    return [record_of(job, hosts.get(job, {}), _number(bucket, "first"), _number(bucket, "last"), _number(bucket, "last_step"),
+                      evidence.get(job, [])) for job, bucket in spans.items()]

@@ -92,3 +92,29 @@ def test_tail_probability_is_the_binomial_tail() -> None:
     assert tail_probability([0.5] * 4, 2) == pytest.approx(11 / 16)
     assert tail_probability([0.125] * 10, 6) == pytest.approx(sum(
         __import__("math").comb(10, k) * 0.125**k * 0.875 ** (10 - k) for k in range(6, 11)))
+
+
+@pytest.mark.elasticsearch
+def test_history_over_elasticsearch_gives_the_files_answers(seeded: tuple[Path, dict[str, list[str]]], es_url: str) -> None:
+    """The seeded jobs indexed through the contract's mapping: `history --es` answers as over the files."""
+    from elasticsearch.helpers import bulk
+
+    from elasticsearch import Elasticsearch
+    from hvdlog.elastic.templates import mappings
+    from hvdlog.parse import parse_paths
+
+    root, kinds = seeded
+    index = "hvdlog-history-seeded"
+    es = Elasticsearch(es_url, request_timeout=60)
+    try:
+        es.options(ignore_status=404).indices.delete(index=index)
+        es.indices.create(index=index, mappings=mappings(), settings={"number_of_shards": 2, "number_of_replicas": 0})
+        docs = list(parse_paths([str(path) for path in sorted(root.rglob("*.jsonl"))]))
+        ok, errors = bulk(es, ({"_index": index, "_source": doc} for doc in docs), refresh="wait_for", raise_on_error=False)
+        assert not errors and ok == len(docs)
+        over_es = history_json("--es", es_url, "--index", index)
+        check_planted(over_es, kinds)
+        assert over_es == history_json(str(root))
+    finally:
+        es.options(ignore_status=404).indices.delete(index=index)
+        es.close()

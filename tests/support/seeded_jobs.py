@@ -53,10 +53,10 @@ def _trace(kind: str, text: str, function: str, line: int) -> str:
 
 
 def job_documents(job: str, start: datetime, hosts: list[str], failure: tuple[str, str, str] | None, culprit: int,
-                  fail_step: int, rng: random.Random) -> Iterator[dict[str, Any]]:
+                  fail_step: int, rng: random.Random, steps: int = STEPS) -> Iterator[dict[str, Any]]:
     """Every event of one job: steps on every rank, then the culprit's exception and the others' shutdown, or the end."""
     size = len(hosts)
-    last = fail_step if failure is not None else STEPS
+    last = fail_step if failure is not None else steps
     for rank, host in enumerate(hosts):
         common = {"host.name": host, "job": job, "event.dataset": "horovod.app", "rank": rank, "size": size, "process.pid": 1000 + rank}
         yield {"@timestamp": _stamp(start), "log.level": "info", "message": "training starts", **common}
