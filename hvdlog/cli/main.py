@@ -26,6 +26,7 @@ __all__ = ["COMMANDS", "cli", "main"]
 
 #: command name -> "module:attribute" of its click command. Adding a command is one line.
 COMMANDS: dict[str, str] = {
+    "diff": "hvdlog.cli.diff:diff_command",
     "first-failure": "hvdlog.cli.first_failure:first_failure",
     "grep": "hvdlog.cli.grep:grep",
     "history": "hvdlog.cli.history:history",

@@ -115,6 +115,14 @@ def test_history_over_elasticsearch_gives_the_files_answers(seeded: tuple[Path, 
         over_es = history_json("--es", es_url, "--index", index)
         check_planted(over_es, kinds)
         assert over_es == history_json(str(root))
+        bad, good = kinds["bug"][0], kinds["ok"][-1]
+        runner = CliRunner()
+        files = runner.invoke(cli, ["diff", "--json", str(root / bad), str(root / good)])
+        cluster = runner.invoke(cli, ["diff", "--json", "--es", es_url, "--index", index, bad, good])
+        assert files.exit_code == cluster.exit_code == 0, cluster.output
+        assert json.loads(files.output)["templates"] == json.loads(cluster.output)["templates"]
+        chosen = json.loads(runner.invoke(cli, ["diff", "--json", "--es", es_url, "--index", index, bad]).output)
+        assert chosen["good"] == max(kinds["ok"]) and "in the cluster" in chosen["good_chosen"]
     finally:
         es.options(ignore_status=404).indices.delete(index=index)
         es.close()

@@ -61,8 +61,9 @@ def job_documents(job: str, start: datetime, hosts: list[str], failure: tuple[st
         common = {"host.name": host, "job": job, "event.dataset": "horovod.app", "rank": rank, "size": size, "process.pid": 1000 + rank}
         yield {"@timestamp": _stamp(start), "log.level": "info", "message": "training starts", **common}
         for step in range(1, last + 1):
-            yield {"@timestamp": _stamp(start + timedelta(seconds=step)), "log.level": "info", "message": "train step",
-                   "step": step, "loss": round(2.3 / step, 4), **common}
+            loss = round(2.3 / step + rng.random() / 100, 4)
+            yield {"@timestamp": _stamp(start + timedelta(seconds=step)), "log.level": "info",
+                   "message": f"step {step}: loss {loss}, {rng.randint(500, 900)} samples/s on {host}", "step": step, "loss": loss, **common}
         end = start + timedelta(seconds=last + 1)
         if failure is None:
             yield {"@timestamp": _stamp(end), "log.level": "info", "message": "training done", "step": last, **common}
