@@ -129,7 +129,7 @@ def _suspects(failed: list[JobRecord], recurring: list[dict[str, Any]]) -> list[
             "expected": round(sum(shares), 2),
             "p_value": p_value,
             "corrected_p": corrected,
-            "confidence": round(1 - corrected, 4),
+            "confidence": 1 - corrected,
             "jobs": [record.job for record in behind],
         })
     return sorted(suspects, key=lambda entry: entry["corrected_p"])

@@ -11,7 +11,7 @@ tensor indices, ports, sizes). Words and quoted strings stay: ``KeyError: 'lr_de
 A fixed rule rather than a template miner (drain3): the template of a line depends only on
 the line, never on what was seen before, so two jobs, two hosts, the files and Elasticsearch
 all give a message the same template, and a fingerprint stays stable across days. The
-measurement behind the choice is in docs/templates.md.
+measurement behind the choice is in docs/across-jobs.md.
 """
 
 from __future__ import annotations

@@ -44,6 +44,10 @@ def read_records(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, 
     return from_roots(roots, warn, cut)
 
 
+def _percent(confidence: float) -> str:
+    return ">99.99%" if confidence > 0.9999 else f"{confidence:.2%}"
+
+
 def _print(printer: Printer, found: History) -> None:
     printer.text(f"{found.jobs} jobs, {found.failed} failed")
     printer.text(f"recurring failures: {len(found.recurring)}", style="bold")
@@ -60,7 +64,7 @@ def _print(printer: Printer, found: History) -> None:
     for entry in found.suspect_hosts:
         printer.text(f"  {entry['host']}: the culprit's host in {entry['culprit_in']} of {entry['tested_jobs']} failed jobs tested "
                      f"({entry['failed_jobs_on_host']} failed jobs ran on it; {entry['expected']} expected from its share of ranks); "
-                     f"p = {entry['corrected_p']:.2g} corrected, confidence {entry['confidence']:.2%}", style="red")
+                     f"p = {entry['corrected_p']:.2g} corrected, confidence {_percent(entry['confidence'])}", style="red")
     printer.text(f"  rule: {found.rule}", style="dim")
     if found.advice is not None:
         printer.text(f"advice for the newest failed job, {found.advice['job']}: {found.advice['action']}", style="bold")
