@@ -28,11 +28,12 @@ def _read(where: str, es_url: str | None, index: str, timeout: float, es_ca: str
             return list(drop_echoes(source.search(Filter(jobs=(where,)))))
         except SourceError as exc:
             fail(f"{source.label}: {exc}")
-    if not Path(where).exists():
-        fail(f"{where}: no such file or directory")
     from hvdlog.query.files import FileSource
 
-    return list(drop_echoes(FileSource([where], warn=warn).search(Filter())))
+    try:
+        return list(drop_echoes(FileSource([where], warn=warn).search(Filter())))
+    except SourceError as exc:
+        fail(f"{where}: {exc}")
 
 
 def _choose_good(bad: str, es_url: str | None, index: str, timeout: float, es_ca: str | None) -> tuple[str, str]:
@@ -81,6 +82,9 @@ def diff_command(bad: str, good: str | None, es_url: str | None, es_ca: str | No
     before more frequent, then by first time. Exit 0 when something changed, 1 when nothing did, 2 on an error.
     """
     chosen = "given"
+    for path in (bad, good) if not es_url else ():
+        if path is not None and not Path(path).exists():
+            fail(f"{path}: no such file or directory")
     if good is None:
         good, chosen = _choose_good(bad, es_url, index, timeout, es_ca)
     changed = diff(_read(bad, es_url, index, timeout, es_ca), _read(good, es_url, index, timeout, es_ca))

@@ -99,3 +99,13 @@ def test_realworld_case_against_its_healthy_twin(case: str, words: str, tmp_path
     assert any(words in item["example"] or words in item["template"] for item in top), [item["example"] for item in top]
     twin = {_digitless(line) for line in _lines(good)}
     assert not [item["example"] for item in answer["templates"] if _digitless(item["example"]) in twin]
+
+
+def test_a_missing_or_empty_job_is_one_sentence(tmp_path: Path) -> None:
+    """A missing BAD is named before any root is searched for a twin; a folder without logs is one sentence."""
+    runner = CliRunner()
+    missing = runner.invoke(cli, ["diff", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no such file or directory" in missing.output
+    (tmp_path / "empty").mkdir()
+    empty = runner.invoke(cli, ["diff", str(tmp_path / "empty"), str(tmp_path / "empty")])
+    assert empty.exit_code == 2 and "no log files found" in empty.output and "SourceError" not in empty.output
