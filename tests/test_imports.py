@@ -87,6 +87,8 @@ def test_top_level_is_the_facade_and_the_shared_modules() -> None:
 #: (id, code run in a fresh interpreter, modules it must not load)
 CASES: list[tuple[str, str, tuple[str, ...]]] = [
     ("package", "import hvdlog", (*TRAINING_SIDE, *CLI_SIDE)),
+    # Templates and fingerprints (hvdlog.analyses) are the read side's: training never loads them.
+    ("package-no-templates", "import hvdlog", ("hvdlog.analyses", "hvdlog.analyses.templates", "hvdlog.analyses.fingerprint")),
     ("fields", "import hvdlog.fields", (*TRAINING_SIDE, *CLI_SIDE, "hvdlog.parse")),
     ("generate", "import hvdlog.elastic.generate", (*TRAINING_SIDE, *CLI_SIDE)),
     ("timeline-format", "import hvdlog.timeline_format.documents", ("structlog", "hvdlog.runtime", "torch", "horovod", *CLI_SIDE, *READ_SIDE)),

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 from hvdlog.analyses.explain import cause_of, describe, noun, reason_of
 from hvdlog.analyses.failure_evidence import Evidence, evidence_of, per_source
+from hvdlog.analyses.fingerprint import fingerprint_of
 from hvdlog.analyses.resets import epoch_of, lost_ranks, recovery_filter, recovery_of
 from hvdlog.analyses.stalls import names_in, ranks_in
 from hvdlog.analyses.summary import one_line
@@ -75,6 +76,8 @@ class FailureReport:
     recovered: bool | dict[str, Any] = False
     #: The launchers' lines about ranks (exit codes, signals, their verdicts).
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    #: What makes two jobs' failures the same (hvdlog.analyses.fingerprint): id, error_type, message, frame.
+    fingerprint: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The fields, for ``--json``."""
@@ -357,7 +360,9 @@ def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[
         items = [item for order, doc in enumerate(job_docs) if (item := evidence_of(doc, order)) is not None]
         failures = [item for item in items if _is_failure(item)]
         if _failed(failures) or lost_ranks(job_docs):
-            reports.append(_report(job, job_docs, failures, size))
+            report = _report(job, job_docs, failures, size)
+            report.fingerprint = fingerprint_of(report)
+            reports.append(report)
     return reports
 
 

@@ -63,6 +63,7 @@ def failure_section(model: JobModel) -> dict[str, Any] | None:
         "confidence": culprit.get("confidence") or "unknown",
         "recovered": model.recovered,
         "collateral_ranks": sorted({item.get("rank") for item in found.get("collateral") or [] if isinstance(item.get("rank"), int)}),
+        "fingerprint": found.get("fingerprint"),
     }
 
 

@@ -42,8 +42,11 @@ __all__ = ["grep"]
 @click.option("-n", "--lines", "last", type=click.IntRange(min=1), help="Only the last N matching events.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new matching events (polls every --interval).")
 @click.option("--interval", default=1.0, show_default=True, type=Seconds(), help="Seconds between polls with --follow.")
-@click.option("--no-dedupe", is_flag=True, help="Print every event, even identical ones from several ranks.")
-@click.option("--window", default=2.0, show_default=True, type=Seconds(zero=True), help="Seconds within which identical messages collapse.")
+@click.option(
+    "--no-group", "--no-dedupe", "no_dedupe", is_flag=True,
+    help="Print every event, even lines of one template from several ranks (--no-dedupe: its old name).",
+)
+@click.option("--window", default=2.0, show_default=True, type=Seconds(zero=True), help="Seconds within which lines of one template collapse.")
 @click.option("--color/--no-color", default=None, help="Force colour on or off (default: on a terminal, unless NO_COLOR).")
 @click.option("--unparsed", is_flag=True, help="Only the lines that could not be parsed (torn or garbled; prints are parsed).")
 @source_options
@@ -67,8 +70,10 @@ def grep(
     written as an existing path with a '/' (runs/job1, ./NCCL); -e PATTERN is never ambiguous.
     PATTERN is case-sensitive unless -i; with -E it is a regular expression (RE2, linear time,
     with google-re2; else Python's, nested repetitions refused). Events
-    are sorted by time, then rank. Identical messages from several ranks within --window
-    seconds print once, naming the ranks. An uncaught exception hvdlog recorded prints once
+    are sorted by time, then rank. Lines of one template (the same text but for numbers,
+    addresses, paths and hosts) from several ranks within --window seconds print once, naming
+    the ranks, numbers that differ as their range (<30000..31000>); --no-group prints every
+    event. An uncaught exception hvdlog recorded prints once
     (its event; the captured native traceback that repeats it is left out). Exit 0 when
     something matched, 1 when nothing did, 2 on an error (results of the sources that
     worked are still printed).

@@ -26,8 +26,10 @@ __all__ = ["COMMANDS", "cli", "main"]
 
 #: command name -> "module:attribute" of its click command. Adding a command is one line.
 COMMANDS: dict[str, str] = {
+    "diff": "hvdlog.cli.diff:diff_command",
     "first-failure": "hvdlog.cli.first_failure:first_failure",
     "grep": "hvdlog.cli.grep:grep",
+    "history": "hvdlog.cli.history:history",
     "import": "hvdlog.cli.import_:import_command",
     "install": "hvdlog.cli.install:install",
     "jobs": "hvdlog.cli.jobs:jobs",

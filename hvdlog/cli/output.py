@@ -1,15 +1,18 @@
 """How commands print: one line per event (coloured on a terminal), or NDJSON with ``--json``.
 
-Plain output collapses identical messages that several ranks print within a short window
+Plain output collapses the messages of one template (hvdlog.analyses.templates: the same text
+but for numbers, addresses, paths and hosts) that several ranks print within a short window
 into one line naming the ranks (``ranks 0-7``), because eight copies of the same Horovod
-shutdown line hide the one line that differs. ``--json`` and ``--no-dedupe`` show every
-event. Colour only on a terminal; ``NO_COLOR`` (honoured by rich) and pipes get plain text.
+shutdown line hide the one line that differs; numbers that differ show as their range
+(``Timed out waiting <30000..31000>ms``). ``--json`` and ``--no-group`` show every event.
+Colour only on a terminal; ``NO_COLOR`` (honoured by rich) and pipes get plain text.
 rich is imported only when colour is on.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections import deque
@@ -20,6 +23,7 @@ from typing import Any, Final, TextIO
 import orjson
 
 from hvdlog.analyses.summary import one_line
+from hvdlog.analyses.templates import Template, canonical
 from hvdlog.cli.text import escape_controls
 from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.query.spec import format_ranks
@@ -43,6 +47,40 @@ class Group:
     doc: Document
     ranks: set[int] = field(default_factory=set)
     count: int = 1
+    #: The template of each member's line, in arrival order (empty: one event, printed as it is).
+    members: list[Template] = field(default_factory=list)
+
+    def message(self) -> str:
+        """The line to print: the event's own when every member printed the same text, else the
+        template with the values every member shares, numbers that differ as their range
+        (``<30000..31000>``) and other values that differ as their placeholder (``<HOST>``)."""
+        text = one_line(self.doc)
+        if len(self.members) < 2 or all(member.values == self.members[0].values for member in self.members):
+            return text
+        first = self.members[0]
+        pieces = _PLACEHOLDER.split(first.text)
+        out = [pieces[0]]
+        for slot, (kind, value) in enumerate(first.values):
+            seen = [member.values[slot][1] for member in self.members if slot < len(member.values)]
+            if all(other == value for other in seen):
+                out.append(value)
+            elif kind == "N" and (numbers := _numbers(seen)) is not None:
+                low, high = min(numbers), max(numbers)
+                out.append(f"<{seen[numbers.index(low)]}..{seen[numbers.index(high)]}>")
+            else:
+                out.append(f"<{kind}>")
+            out.append(pieces[slot + 1] if slot + 1 < len(pieces) else "")
+        return "".join(out)
+
+
+_PLACEHOLDER: Final = re.compile(r"<(?:TIME|PATH|IP|HOST|HEX|N)>")
+
+
+def _numbers(values: list[str]) -> list[float] | None:
+    try:
+        return [float(value) for value in values]
+    except ValueError:
+        return None
 
 
 def _hashable(value: Any) -> Any:
@@ -50,36 +88,38 @@ def _hashable(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else repr(value)
 
 
-def _key(doc: Document) -> tuple[Any, ...]:
-    return tuple(_hashable(value) for value in (get_field(doc, "log.level"), doc.get("message"), doc.get("job"), doc.get("step")))
+def _key(doc: Document, line: Template) -> tuple[Any, ...]:
+    return tuple(_hashable(value) for value in (get_field(doc, "log.level"), line.text, doc.get("job"), doc.get("step")))
 
 
 def dedupe(docs: Iterable[Document], window: float = 2.0) -> Iterator[Group]:
-    """Collapse the same level+message+step (same job) from *different* ranks within ``window`` s.
+    """Collapse the same level+template+step (same job) from *different* ranks within ``window`` s.
 
     Lines come out in the order of their first event; a rank repeating itself starts a new line.
     """
     window_ms = int(window * 1000)
-    queue: deque[tuple[int, Group]] = deque()
+    queue: deque[tuple[int, tuple[Any, ...], Group]] = deque()
     open_groups: dict[tuple[Any, ...], Group] = {}
     for doc in docs:
         millis = timestamp_millis(doc.get("@timestamp")) or 0
         while queue and queue[0][0] < millis - window_ms:
-            _, group = queue.popleft()
-            if open_groups.get(_key(group.doc)) is group:
-                del open_groups[_key(group.doc)]
+            _, old, group = queue.popleft()
+            if open_groups.get(old) is group:
+                del open_groups[old]
             yield group
-        key = _key(doc)
+        line = canonical(one_line(doc))
+        key = _key(doc, line)
         rank = doc.get("rank")
         existing = open_groups.get(key)
         if existing is not None and isinstance(rank, int) and rank not in existing.ranks:
             existing.ranks.add(rank)
             existing.count += 1
+            existing.members.append(line)
             continue
-        group = Group(doc, {rank} if isinstance(rank, int) else set())
+        group = Group(doc, {rank} if isinstance(rank, int) else set(), members=[line])
         open_groups[key] = group
-        queue.append((millis, group))
-    for _, group in queue:
+        queue.append((millis, key, group))
+    for _, _, group in queue:
         yield group
 
 
@@ -179,7 +219,7 @@ class Printer:
         who = f"ranks {format_ranks(ranks)}" if len(ranks) > 1 else f"rank {ranks[0]}" if ranks else "rank ?"
         level = str(get_field(doc, "log.level") or "-")
         step = doc.get("step")
-        message = one_line(doc)
+        message = group.message()
         parts = [format_time(doc.get("@timestamp")), f"{who:<9}", f"{level.upper():<8}", f"step {step}" if step is not None else "-", message]
         styles: tuple[str | None, ...] = ("cyan", "magenta", _LEVEL_STYLES.get(level, ""), "blue", None)
         if self.show_job:

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from hvdlog.analyses.autotune import autotune_results
+from hvdlog.analyses.fingerprint import describe_fingerprint
 from hvdlog.analyses.report import collect, report
 from hvdlog.cli.options import Run, fail, source_options
 from hvdlog.cli.output import Printer, format_time
@@ -97,6 +98,8 @@ def _print(printer: Printer, item: dict[str, Any]) -> None:
                      style="red" if key == "first_failure" and item.get(key) else None)
         if key == "first_failure" and section.get("reasoning") and section["reasoning"] not in section["summary"]:
             printer.text(f"  {'':<14} why ({section['confidence']}): {section['reasoning']}")
+        if key == "first_failure" and (mark := section.get("fingerprint")):
+            printer.text(f"  {'':<14} fingerprint {mark['id']}: {describe_fingerprint(mark)}")
         if key == "stragglers" and section["progress"]:
             printer.text(f"  {'':<14} step by rank {step_sparkline(section['progress'], printer.stream.isatty())}")
     if item.get("autotune"):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from hvdlog.analyses.summary import one_line
-from hvdlog.cli.output import dedupe
+from hvdlog.cli.output import Printer, dedupe
 from hvdlog.query.es_query import pattern_clauses, to_query
 from hvdlog.query.spec import Condition, Filter, FilterError, format_ranks, parse_ranks, parse_steps, parse_time
 
@@ -206,3 +207,21 @@ def test_library_imports_stay_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class TestTemplateGroups:
+    def test_lines_that_differ_only_in_numbers_collapse_with_their_range(self) -> None:
+        """`Timed out waiting 30000ms` ... `31000ms` on ranks 1-7 is one line, the numbers as a range."""
+        docs = [_doc(rank, f"2026-01-01T00:00:00.{rank}00Z", f"Timed out waiting {30000 + 1000 * (rank % 2)}ms") for rank in range(1, 8)]
+        (group,) = dedupe(docs, window=2.0)
+        assert group.ranks == set(range(1, 8))
+        assert group.message() == "Timed out waiting <30000..31000>ms"
+        stream = io.StringIO()
+        Printer(as_json=False, color=False, stream=stream).event(group)
+        assert "ranks 1-7" in stream.getvalue() and "Timed out waiting <30000..31000>ms" in stream.getvalue()
+
+    def test_different_words_stay_apart_and_identical_lines_print_as_they_are(self) -> None:
+        docs = [_doc(0, "2026-01-01T00:00:00Z", "KeyError: 'a' at 3"), _doc(1, "2026-01-01T00:00:00.1Z", "KeyError: 'b' at 3"),
+                _doc(2, "2026-01-01T00:00:00.2Z", "KeyError: 'a' at 3")]
+        groups = list(dedupe(docs, window=2.0))
+        assert [(sorted(g.ranks), g.message()) for g in groups] == [([0, 2], "KeyError: 'a' at 3"), ([1], "KeyError: 'b' at 3")]

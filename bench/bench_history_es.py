@@ -1,0 +1,115 @@
+"""``hvdlog history --es`` over 10,000 jobs: whole-call time (p50 of repeats) and bytes received.
+
+    HVDLOG_ES_HOME=~/.cache/hvdlog/elasticsearch-8.19.21 python bench/bench_history_es.py [--jobs 10000] [--repeats 5]
+
+Jobs of 8 ranks on 8 of 64 hosts, one step each (the aggregation's cost grows with jobs and
+hosts; events only feed min/max/cardinality), 20 % failed: an ECC error on one bad host,
+one code bug, and other failures (one of six kinds). Documents are made by
+tests/support/seeded_jobs.py's ``job_documents``, then bulk-indexed into a throw-away
+Elasticsearch (or ``--es URL``). The answer is checked: the bad host is the one suspect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+INDEX = "hvdlog-bench-history"
+
+
+def documents(jobs: int, seed: int = 44) -> list[dict[str, Any]]:
+    """Every job's events as hvdlog's runtime writes them, nested as Elasticsearch stores them
+    (not run through ``hvdlog.parse``, which would take longer than the measurement: the failure
+    model classifies the evidence itself)."""
+    from support.seeded_jobs import BASE, CODE_BUG, ECC, ONE_OFFS, job_documents
+
+    from hvdlog.documents import expand
+
+    rng = random.Random(seed)
+    hosts = [f"gpu{index:03d}" for index in range(64)]
+    bad = hosts[7]
+    out: list[dict[str, Any]] = []
+    for index in range(jobs):
+        job_hosts = rng.sample(hosts, 8)
+        roll = rng.random()
+        failure, culprit = None, 0
+        if roll < 0.3 and bad in job_hosts:
+            failure, culprit = ECC, job_hosts.index(bad)
+        elif roll < 0.05:
+            failure, culprit = CODE_BUG, rng.randrange(8)
+        elif roll < 0.16:
+            failure, culprit = ONE_OFFS[index % len(ONE_OFFS)], rng.randrange(8)
+        if failure is not None:
+            numbers = {"a": rng.randint(0, 7), "b": rng.randint(1, 4000), "c": rng.randint(1, 99)}
+            failure = (failure[0], failure[1].format(**numbers), failure[2])
+        for doc in job_documents(f"job-{index:05d}", BASE + timedelta(minutes=index), job_hosts, failure, culprit, 1, rng, steps=1):
+            out.append(expand(doc))
+    return out
+
+
+def index(url: str, docs: list[dict[str, Any]]) -> None:
+    from elasticsearch.helpers import bulk
+
+    from elasticsearch import Elasticsearch
+    from hvdlog.elastic.templates import mappings
+
+    es = Elasticsearch(url, request_timeout=300)
+    es.options(ignore_status=404).indices.delete(index=INDEX)
+    es.indices.create(index=INDEX, mappings=mappings(), settings={"number_of_shards": 1, "number_of_replicas": 0, "refresh_interval": "-1"})
+    ok, errors = bulk(es, ({"_index": INDEX, "_source": doc} for doc in docs), chunk_size=5000, raise_on_error=False)
+    assert not errors and ok == len(docs), errors[:3]
+    es.indices.refresh(index=INDEX)
+    es.indices.forcemerge(index=INDEX, max_num_segments=1)
+    es.close()
+
+
+def measure(url: str, repeats: int) -> None:
+    from hvdlog.analyses.history import analyse
+    from hvdlog.analyses.history_read import from_elasticsearch
+    from hvdlog.query.es import ElasticsearchSource
+
+    times = []
+    for _ in range(repeats):
+        source = ElasticsearchSource(url, index=INDEX, timeout=60)
+        started = time.perf_counter()
+        found = analyse(from_elasticsearch(source))
+        times.append(time.perf_counter() - started)
+    print(f"{found.jobs} jobs, {found.failed} failed; suspects {[entry['host'] for entry in found.suspect_hosts]}; "
+          f"recurring {[(entry['fingerprint']['error_type'], entry['count']) for entry in found.recurring]}")
+    print(f"history --es: p50 {statistics.median(times):.2f} s, min {min(times):.2f} s, max {max(times):.2f} s over {repeats} runs; "
+          f"{source.requests} requests, {source.bytes_received / 1e6:.1f} MB received")
+    assert [entry["host"] for entry in found.suspect_hosts] == ["gpu007"], found.suspect_hosts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=10000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--es", help="an Elasticsearch to use instead of a throw-away one")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    docs = documents(args.jobs)
+    print(f"{len(docs)} documents for {args.jobs} jobs made in {time.perf_counter() - started:.0f} s")
+    if args.es:
+        index(args.es, docs)
+        measure(args.es, args.repeats)
+        return
+    from support.elasticsearch import ElasticsearchServer
+
+    with ElasticsearchServer(heap="1g") as server:
+        started = time.perf_counter()
+        index(server.url, docs)
+        print(f"indexed in {time.perf_counter() - started:.0f} s")
+        measure(server.url, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
