@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from hvdlog.analyses.stuck_location import stuck_location
 from hvdlog.documents import Document, get_field, job_of, sort_key, timestamp_millis
 from hvdlog.fields import LAUNCHER_DATASET, PARSE_FAILURE_TAG, level_at_least
 from hvdlog.parse.patterns import compile_pattern
@@ -68,6 +69,14 @@ class StallEpisode:
     epoch: int = 0
     #: Per tensor of legacy ``[ready ranks: ...]`` reports: the ranks missing from it (never a union of ready sets).
     missing_by_tensor: dict[str, list[int]] = field(default_factory=dict)
+    #: Watchdog: where the stalled ranks are stuck (:func:`stuck_location`, each rank's latest report) -> ranks.
+    locations: dict[str, list[int]] = field(default_factory=dict)
+    #: Watchdog: the tensor sets the waiting ranks wait for, when they differ (code paths that diverged).
+    wait_groups: list[dict[str, list[Any]]] = field(default_factory=list)
+    #: Watchdog: ranks whose report says the native log capture process was stuck.
+    capture_stuck_ranks: list[int] = field(default_factory=list)
+    #: Ranks of the job with a failure of their own (an error, a signal, an uncaught exception).
+    failed_ranks: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The fields, for ``--json``."""
@@ -121,7 +130,7 @@ class EpisodeBuilder:
     """Builds one :class:`StallEpisode` from its reports: the accumulators live here, not in the result."""
 
     __slots__ = ("culprits", "episode", "last_index", "last_ms", "moved_on", "ready", "reporter", "size_seen", "stalled",
-                 "stalled_steps", "start_ms", "unsubmitted", "untimed", "waits")
+                 "stalled_steps", "start_ms", "stuck_at", "unsubmitted", "untimed", "waits")
 
     def __init__(self, episode: StallEpisode, start_ms: int = 0, last_ms: int = 0, *, untimed: bool = False) -> None:
         self.episode = episode
@@ -139,6 +148,8 @@ class EpisodeBuilder:
         self.unsubmitted: dict[int, dict[str, None]] = {}
         self.ready: dict[str, set[int]] = {}
         self.size_seen: int | None = None
+        #: rank -> where its latest report says it is stuck.
+        self.stuck_at: dict[int, str] = {}
 
     @classmethod
     def open(cls, source: str, doc: Document, millis: int) -> EpisodeBuilder:
@@ -177,6 +188,9 @@ class EpisodeBuilder:
             step = doc.get("step")
             self.stalled_steps[rank] = step if isinstance(step, int) else -1
         self.stalled.add(rank)
+        self.stuck_at[rank] = stuck_location(doc)
+        if get_field(doc, "event.reason") == "capture_stuck" and rank not in self.episode.capture_stuck_ranks:
+            self.episode.capture_stuck_ranks = sorted({*self.episode.capture_stuck_ranks, rank})
         self.waits.setdefault(rank, set()).update(names_in(get_field(doc, "horovod.stall.tensors")))
         self.unsubmitted.setdefault(rank, {}).update(dict.fromkeys(names_in(get_field(doc, "horovod.stall.unsubmitted_tensors"))))
         operation = get_field(doc, "horovod.stall.operation")
@@ -234,12 +248,15 @@ class EpisodeBuilder:
             episode.shutdown = episode.shutdown or any(index > self.last_index for index in failed_at)
             return episode
         if episode.source == "watchdog":
+            self.roll_call()
             missing = (set(self.culprits) - set(episode.waiting_ranks)) | self.blame_unsubmitted()
             if episode.size and episode.waiting_ranks:
                 reporting = set(episode.waiting_ranks) | self.culprits
                 missing |= set(range(episode.size)) - reporting
             episode.missing_ranks = sorted(set(episode.missing_ranks) | missing)
         end = self.last_ms
+        # Any failure of a rank of the job: a rank that died just before the others stalled is the dead rank.
+        episode.failed_ranks = sorted({rank for _, doc in failures if isinstance(rank := doc.get("rank"), int)})
         if not episode.resolved:
             after = [millis for millis, doc in failures if millis >= self.start_ms]
             if after:
@@ -248,6 +265,22 @@ class EpisodeBuilder:
         episode.end = _iso(end)
         episode.duration_s = round((end - self.start_ms) / 1000, 3)
         return episode
+
+    def roll_call(self) -> None:
+        """Group the stalled ranks by where they are stuck, and the waiting ranks by the tensors
+        they wait for (kept only when those differ): groups, never one line per rank."""
+        episode = self.episode
+        groups: dict[str, list[int]] = {}
+        for rank in sorted(self.stuck_at):
+            groups.setdefault(self.stuck_at[rank], []).append(rank)
+        episode.locations = dict(sorted(groups.items(), key=lambda item: (-len(item[1]), item[1][0])))
+        sets: dict[tuple[str, ...], list[int]] = {}
+        for rank in episode.waiting_ranks:
+            if waits := self.waits.get(rank):
+                sets.setdefault(tuple(sorted(waits)), []).append(rank)
+        if len(sets) > 1:
+            ordered = sorted(sets.items(), key=lambda item: (-len(item[1]), item[1][0]))
+            episode.wait_groups = [{"tensors": list(names), "ranks": ranks} for names, ranks in ordered]
 
     def progressed(self, doc: Document) -> bool:
         """A stalled rank logged a later step: it made progress even if its watchdog had no time to say so."""

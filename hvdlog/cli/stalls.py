@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from hvdlog.analyses.hang import hang_verdict, roll_call
 from hvdlog.analyses.job import episode_end
 from hvdlog.analyses.resets import epoch_of
 from hvdlog.analyses.stalls import find_stalls
@@ -28,6 +29,10 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
 
     Under a DistributedOptimizer, also the tensors the waiting ranks need that a rank never submitted.
 
+    Each episode then gets its hang verdict: the ranks grouped by where they are stuck (the roll-call) and a
+    class (culprit outside the collective, divergence, dead or silent rank, all wedged, stuck capture), with its
+    reasoning and confidence.
+
     Missing ranks are computed per tensor against the job size (its own events, or --size);
     without one, "size unknown" says the ranks shown are a lower bound.
 
@@ -40,8 +45,9 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
     for episode in episodes:
         # how it ended, in the job model's words (an elastic reset past it ends it too)
         end = episode_end(episode, resets.get(episode.job, ()))
+        verdict = hang_verdict(episode)
         if run.as_json:
-            printer.json({**episode.to_json(), "ended": end})
+            printer.json({**episode.to_json(), "ended": end, "hang": verdict.to_json()})
             continue
         missing = format_ranks(episode.missing_ranks) or "?"
         duration = f"{episode.duration_s:>7.1f} s" if episode.start is not None else "  untimed"  # pre-0.16 reports
@@ -62,6 +68,11 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
             ranks = format_ranks(episode.unsubmitted_ranks)
             details.append(f"never submitted by rank {ranks}: {summarize(episode.unsubmitted_tensors, 6)}")
         printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")
+        if verdict.groups:
+            printer.text(f"  roll-call: {roll_call(verdict)}")
+        printer.text(f"  hang: {verdict.kind.replace('_', ' ')}: {verdict.reasoning} [{verdict.confidence}]")
+        if verdict.next_steps:
+            printer.text(f"  next: {'; '.join(verdict.next_steps)}")
     if not episodes and not run.failures:
         nothing_found("no stall", run)
     run.exit(bool(episodes))
