@@ -124,10 +124,12 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field("event.kind", "keyword", "ecs", "`event`, or `pipeline_error` when parsing failed.", "event"),
     Field(
         "event.action", "keyword", "ecs",
-        "What happened, for events with a meaning: stall, stall_resolved, signal, uncaught_exception, process_exit, launcher_exit, resources,"
+        "What happened, for events with a meaning: stall, stall_resolved, snapshot, signal, uncaught_exception, process_exit, launcher_exit, resources,"
         " elastic_reset, autotune_sample;"
         " negotiation or operation (timeline).", "stall",
     ),
+    Field("event.id", "keyword", "ecs", "The request a `snapshot` event answers (`hvdlog snapshot`'s trigger).", "1733450000123-4242"),
+    Field("process.thread.name", "keyword", "ecs", "Thread whose stack a `snapshot` event holds.", "MainThread"),
     Field("event.reason", "keyword", "ecs", "Why the event happened, e.g. the signal name of a `signal` event.", "SIGTERM"),
     Field("event.original", "keyword", "ecs", "The raw line(s), kept when parsing native output.", "[2026-...]"),
     Field("event.duration", "long", "ecs", "Duration in nanoseconds, where an event has one.", 12000000000),

@@ -70,12 +70,13 @@ def _ranks_word(ranks: list[int]) -> str:
     return f"rank {rank_list(ranks)}" if len(ranks) == 1 else f"{len(ranks):,} ranks ({rank_list(ranks)})"
 
 
-def roll_call(verdict: HangVerdict, limit: int = MAX_GROUPS) -> str:
-    """One line: ``1,023 ranks (0-16,18-1023) in `X`; rank 17 in `Y```, at most ``limit`` groups."""
+def roll_call(groups: list[dict[str, Any]], limit: int = MAX_GROUPS) -> str:
+    """One line of a verdict's (or a snapshot's) groups: ``1,023 ranks (0-16,18-1023) in `X`; rank 17 in `Y```,
+    at most ``limit`` groups, biggest first."""
     parts = [f"{_ranks_word(group['ranks'])} in `{group['location']}`" if group["location"] != "(no report)"
-             else f"{_ranks_word(group['ranks'])} sent no report" for group in verdict.groups[:limit]]
-    if len(verdict.groups) > limit:
-        rest = verdict.groups[limit:]
+             else f"{_ranks_word(group['ranks'])} sent no report" for group in groups[:limit]]
+    if len(groups) > limit:
+        rest = groups[limit:]
         parts.append(f"{sum(len(g['ranks']) for g in rest):,} more ranks in {len(rest)} other places")
     return "; ".join(parts)
 

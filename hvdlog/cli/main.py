@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "parse": "hvdlog.cli.parse:parse",
     "report": "hvdlog.cli.report:report_command",
     "run": "hvdlog.cli.run:run",
+    "snapshot": "hvdlog.cli.snapshot:snapshot",
     "stalls": "hvdlog.cli.stalls:stalls",
     "stragglers": "hvdlog.cli.stragglers:stragglers",
     "timeline": "hvdlog.cli.timeline:timeline",

@@ -69,7 +69,7 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
             details.append(f"never submitted by rank {ranks}: {summarize(episode.unsubmitted_tensors, 6)}")
         printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")
         if verdict.groups:
-            printer.text(f"  roll-call: {roll_call(verdict)}")
+            printer.text(f"  roll-call: {roll_call(verdict.groups)}")
         printer.text(f"  hang: {verdict.kind.replace('_', ' ')}: {verdict.reasoning} [{verdict.confidence}]")
         if verdict.next_steps:
             printer.text(f"  next: {'; '.join(verdict.next_steps)}")

@@ -34,6 +34,7 @@ from hvdlog.runtime.pending import track_distributed_optimizers
 from hvdlog.runtime.renderer import EcsJsonRenderer
 from hvdlog.runtime.resource_sampler import ResourceSampler, resources_interval
 from hvdlog.runtime.secrets import Redactor, secret_values
+from hvdlog.runtime.snapshot import SnapshotTrigger
 from hvdlog.runtime.timeline_export import TimelineCapture, timeline_requested
 from hvdlog.runtime.watchdog import StallWatchdog
 from hvdlog.runtime.writer import RankFileWriter, foreign_owner, make_private_dirs
@@ -236,6 +237,7 @@ def _timeline(config: Configuration, max_bytes: int, backups: int) -> TimelineCa
 def _watchdog(config: Configuration, stall_after: float, stall_repeat: float | None) -> StallWatchdog:
     watchdog = StallWatchdog(config.emit, stall_after, stall_repeat)
     watchdog.on_tick = _watchdog_tick
+    watchdog.snapshot = SnapshotTrigger(config.path.parent.parent, config.emit).poll  # <root>/<job>/<host>/rank-N.jsonl
     if config.capture is not None:
         watchdog.capture_state = config.capture.stuck
     watchdog.start()

@@ -94,6 +94,8 @@ class StallWatchdog(threading.Thread):
         self.on_tick: Callable[[], None] | None = None
         #: A sentence when the native capture process is stuck, else None (see :mod:`hvdlog.runtime.capture_guard`).
         self.capture_state: Callable[[], str | None] | None = None
+        #: Answers ``hvdlog snapshot`` requests (:mod:`hvdlog.runtime.snapshot`); polled every tick.
+        self.snapshot: Callable[[], object] | None = None
         self._stall_step: int | None = None
         self.failures = 0
 
@@ -110,6 +112,8 @@ class StallWatchdog(threading.Thread):
             try:  # no error (a full disk, a failing hook) may end the watch: the next tick retries
                 if self.on_tick is not None:
                     self.on_tick()
+                if self.snapshot is not None:
+                    self.snapshot()
                 stall_started_at = self._check_resolved(stall_started_at)
                 now = time.monotonic()
                 idle = now - progress_state.last
