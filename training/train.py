@@ -19,6 +19,8 @@ Faults for demos and tests (each names one rank):
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import struct
 import sys
 import time
@@ -106,6 +108,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--crash-rank", type=int)
     parser.add_argument("--crash-at-step", type=int, default=5)
+    parser.add_argument("--fault", choices=FAULTS, help="a fault for the fault-matrix benchmark (bench/bench_faults.py)")
+    parser.add_argument("--fault-rank", type=int, default=1)
+    parser.add_argument("--fault-at-step", type=int, default=5)
     return parser.parse_args(argv)
 
 
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 started = time.perf_counter()
                 hang_in_backward = inject_faults(args, step, log)
                 start = (batch * args.batch_size) % max(len(labels) - args.batch_size, 1)
-                x, y = images[start : start + args.batch_size], labels[start : start + args.batch_size]
+                x, y = next(Loader(images, labels, start, args.batch_size, matrix_fault(args, step, log)))
                 optimizer.zero_grad()
                 loss = F.nll_loss(model(x, hang_in_backward), y)
                 loss.backward()
@@ -159,6 +164,57 @@ def main(argv: list[str] | None = None) -> int:
     log.info("training done", steps=step)
     hvdlog.shutdown()
     return 0
+
+
+#: --fault kinds: kill (SIGKILL, as the OOM killer), stop (SIGSTOP), loader-hang (a hang in the data
+#: loader), diverge (an allreduce the other ranks never submit), input-straggler (a slow loader every
+#: step from --fault-at-step on), compute-straggler (extra compute every step from then on).
+FAULTS = ("kill", "stop", "loader-hang", "diverge", "input-straggler", "compute-straggler")
+
+
+class Loader:
+    """One batch, as a data loader hands it over; ``fault`` runs inside ``__next__`` (a hang or a slow read there)."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, start: int, size: int, fault: Callable[[], None] | None) -> None:
+        self.batch = images[start : start + size], labels[start : start + size]
+        self.fault = fault
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.fault is not None:
+            self.fault()
+        return self.batch
+
+
+def matrix_fault(args: argparse.Namespace, step: int, log: object) -> Callable[[], None] | None:
+    """The --fault flag: acts now (kill, stop, diverge) or returns what the loader runs (a hang, a slow read, extra compute).
+
+    The fault's own time is logged first (``injected fault: KIND``): the benchmark measures from it.
+    """
+    if args.fault is None or hvd.rank() != args.fault_rank or step < args.fault_at_step:
+        return None
+    if step == args.fault_at_step:
+        log.warning(f"injected fault: {args.fault}", fault=args.fault)  # type: ignore[attr-defined]
+    if step > args.fault_at_step and not args.fault.endswith("straggler"):
+        return None
+    if args.fault in ("kill", "stop"):
+        os.kill(os.getpid(), signal.SIGKILL if args.fault == "kill" else signal.SIGSTOP)
+    if args.fault == "diverge":
+        hvd.allreduce(torch.ones(3), name=f"diverged.rank{hvd.rank()}")  # never matched: the others submit their gradients
+    if args.fault == "loader-hang":
+        return lambda: time.sleep(args.hang_seconds)
+    if args.fault == "input-straggler":
+        return lambda: time.sleep(args.straggler_delay)
+    if args.fault == "compute-straggler":
+        return lambda: _busy(args.straggler_delay)
+    return None
+
+
+def _busy(seconds: float) -> None:
+    """Compute for ``seconds`` (a slow GPU or CPU, not a wait)."""
+    end = time.perf_counter() + seconds
+    a = torch.randn(64, 64)
+    while time.perf_counter() < end:
+        a = torch.tanh(a @ a)
 
 
 def inject_faults(args: argparse.Namespace, step: int, log: object) -> Callable[[torch.Tensor], None] | None:
