@@ -73,9 +73,9 @@ def _fault_time(root: Path, job: str) -> float | None:
     """The fault's own timestamp: rank 1's ``injected ...`` event."""
     for path in root.glob(f"{job}/*/rank-1.jsonl"):
         for line in path.read_bytes().splitlines():
-            if b'"injected ' in line:
+            if b'"injected ' in line or b"InjectedFault" in line:  # --crash-rank logs only its uncaught exception
                 event = json.loads(line)
-                if str(event.get("message", "")).startswith("injected"):
+                if str(event.get("message", "")).startswith("injected") or "InjectedFault" in str(event.get("error.type", "")):
                     return _seconds(event["@timestamp"])
     return None
 
@@ -120,37 +120,51 @@ def run_one(fault: str, work: Path, index: int, steps: int, timeout: float) -> O
     root.mkdir(parents=True)
     flags, kind, hang = FAULTS.get(fault, ((), "", None))
     watch = subprocess.Popen([sys.executable, "-m", "hvdlog", "watch", "--json", "--interval", "1", "--from-start", str(root)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env())
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**_env(), "PYTHONUNBUFFERED": "1"})
     reader = _Alerts(watch)
     reader.start()
     train = [shutil.which("horovodrun") or "horovodrun", "-np", "2", "--gloo", sys.executable, str(REPO / "training" / "train.py"),
              "--log-root", str(root), "--job", job, "--epochs", "1", "--steps-per-epoch", str(steps), "--stall-after", str(STALL_AFTER),
              *flags]
-    with open(root / "console.log", "wb") as console:
+    with open(work / f"{job}.console", "wb") as console:  # outside the watched root: watch would take it for the job
         process = subprocess.Popen(train, stdout=console, stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
     try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            firing = [a for a in reader.alerts if a.get("status") == "firing" and a.get("kind") != "job_finished"]
-            if (firing and fault != "healthy") or (fault == "healthy" and process.poll() is not None
-                                                   and any(a.get("kind") == "job_finished" for a in reader.alerts)):
-                break
-            time.sleep(0.2)
-        firing = [a for a in reader.alerts if a.get("status") == "firing" and a.get("kind") != "job_finished"]
-        if fault == "healthy":
-            return Outcome(fault, None, True, True, ",".join(a["kind"] for a in firing) or "-", len(firing))
-        if not firing:
-            return Outcome(fault, None, False, False, "no alert")
-        first = firing[0]
-        started = _fault_time(root, job)
-        latency = _seconds(first["time"]) - started if started is not None else None
-        klass = _hang_class(root, job) if first["kind"] == "stall" else None
-        class_ok = first["kind"] == kind and (hang is None or klass == hang)
-        label = first["kind"] + (f":{klass}" if klass else "")
-        return Outcome(fault, latency, first.get("ranks") == [1], class_ok, label)
+        return _observe(fault, root, job, process, reader, timeout, (kind, hang))
     finally:
         _stop(process, group=True)
         _stop(watch, group=False)
+
+
+def _firing(reader: _Alerts) -> list[dict[str, Any]]:
+    return [a for a in reader.alerts if a.get("status") == "firing" and a.get("kind") != "job_finished"]
+
+
+def _observe(fault: str, root: Path, job: str, process: subprocess.Popen[bytes], reader: _Alerts, timeout: float,
+             expected: tuple[str, str | None]) -> Outcome:
+    """Wait for the first firing alert at or after the fault (healthy: for the job's end); alerts before it are false."""
+    deadline, started = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        if fault == "healthy":
+            if process.poll() is not None and any(a.get("kind") == "job_finished" for a in reader.alerts):
+                break
+        else:
+            started = started if started is not None else _fault_time(root, job)
+            if started is not None and any(_seconds(a["time"]) >= started - 0.5 for a in _firing(reader)):
+                break
+        time.sleep(0.2)
+    if fault == "healthy":
+        firing = _firing(reader)
+        return Outcome(fault, None, True, True, ",".join(a["kind"] for a in firing) or "-", len(firing))
+    before = [a for a in _firing(reader) if started is None or _seconds(a["time"]) < started - 0.5]
+    after = [a for a in _firing(reader) if a not in before]
+    if started is None or not after:
+        return Outcome(fault, None, False, False, "no alert" if started is not None else "no fault event", len(before))
+    first = after[0]
+    klass = _hang_class(root, job) if first["kind"] == "stall" else None
+    kind, hang = expected
+    class_ok = first["kind"] == kind and (hang is None or klass == hang)
+    label = first["kind"] + (f":{klass}" if klass else "")
+    return Outcome(fault, _seconds(first["time"]) - started, first.get("ranks") == [1], class_ok, label, len(before))
 
 
 def _busy(stop: Any) -> None:
