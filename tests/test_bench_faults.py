@@ -20,8 +20,8 @@ pytestmark = pytest.mark.horovod
 
 #: Measured 2026-12-06 (one run each, docs/benchmarks.md): why the first alert is wrong today.
 KNOWN_MISSES = {
-    "stop": "SIGSTOP: no stall alert came before Gloo's 30 s timeout failed rank 0, and the failure alert blames rank 0",
-    "diverge": "divergent tensors: no firing alert from watch within the timeout, though `stalls` gives the divergence class",
+    "diverge": ("2 ranks, each waiting for a tensor the other never submits: the class is right (divergence) but neither "
+                "group is the bigger, so the stall alert names no rank (measured: ranks [])"),
 }
 
 
