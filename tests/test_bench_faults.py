@@ -22,6 +22,8 @@ pytestmark = pytest.mark.horovod
 KNOWN_MISSES = {
     "diverge": ("2 ranks, each waiting for a tensor the other never submits: the class is right (divergence) but neither "
                 "group is the bigger, so the stall alert names no rank (measured: ranks [])"),
+    "input-straggler": "a 10-step job ends before watch's straggler alert has the steps it needs from every rank (measured: no alert)",
+    "compute-straggler": "a 10-step job ends before watch's straggler alert has the steps it needs from every rank (as input-straggler)",
 }
 
 
