@@ -225,8 +225,11 @@ def _last_stall_warning(items: list[Evidence]) -> Evidence | None:
 def _stall_outranks(warning: Evidence | None, chosen: tuple[_Rank, Evidence, str] | None) -> bool:
     """A stall hvdlog found outranks a launcher's word about a rank that only exited (it was
     waiting): the stall came first and the launcher names a rank the stall does not."""
-    if warning is None or (chosen is not None and (chosen[1].own or chosen[1].order < warning.order)):
+    if warning is None or (chosen is not None and chosen[1].own):
         return False
+    first = chosen[1] if chosen is not None else None
+    if first is not None and first.millis is not None and warning.millis is not None and first.millis < warning.millis:
+        return False  # the launcher's word is older than the stall (an untimed summary ends a job: it comes last)
     return chosen is None or chosen[0].rank not in ranks_in(get_field(warning.doc, "horovod.stall.missing_ranks"))
 
 
