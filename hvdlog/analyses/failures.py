@@ -177,6 +177,16 @@ def _same_way(candidates: list[tuple[_Rank, Evidence]]) -> list[int]:
     return sorted(rank.rank for rank, _ in best if rank.rank is not None)
 
 
+def _killed_while_terminating(pair: tuple[_Rank, Evidence], items: list[Evidence]) -> bool:
+    """A stated causal rule: a rank killed (SIGKILL) after a launcher said it is terminating the
+    workers because another rank failed was killed by it; it is not a candidate."""
+    rank, first = pair
+    if first.signal != "SIGKILL":
+        return False
+    return any(item.meaning == "verdict" and item.rank is not None and item.rank != rank.rank and item.order < first.order
+               and (item.millis is None) == (first.millis is None) for item in items)
+
+
 def _choose(candidates: list[tuple[_Rank, Evidence]], verdicts: list[int]) -> tuple[_Rank, Evidence, str]:
     """The culprit among candidates of the top strength, and what ordered it (time, verdict, position)."""
     best = _top(candidates)
@@ -278,13 +288,13 @@ def _apply_culprit(report: FailureReport, rank: _Rank, first: Evidence, ordered_
 
 def _confidence(rank: _Rank, first: Evidence, ordered_by: str, items: list[Evidence]) -> str:
     """The rules of docs/query.md ("Confidence") for a named culprit."""
-    earlier = [item for item in items if item.order < first.order and item.meaning == "fault"
-               and (epoch_of(item.doc), item.rank) != (rank.epoch, rank.rank)]
+    earlier = [item for item in items if item.order < first.order and item.meaning == "fault"]
     if not first.recognised or any(not item.recognised for item in earlier):
-        return "possible"  # a failure in a format hvdlog does not know is the culprit, or came first
+        return "possible"  # a failure in a format hvdlog does not know is the culprit, or came first (its own too)
     if rank.rank is None:
-        return "likely" if first.own else "unknown"
-    other_death = any(item.rank is not None for item in earlier)  # another rank's death evidence came first
+        return "possible" if first.own else "unknown"  # a failure, but whose the logs do not say
+    # another rank's death evidence came first
+    other_death = any(item.rank is not None and (epoch_of(item.doc), item.rank) != (rank.epoch, rank.rank) for item in earlier)
     return "certain" if ordered_by in ("only", "time") and first.own and not other_death else "likely"
 
 
@@ -381,6 +391,7 @@ def _report(job: Any, docs: list[Document], items: list[Evidence], size: int | N
     report.evidence = [_summary(item) for item in items if not item.own]
     ranks = _by_rank(items)
     candidates = [(rank, first) for rank in ranks.values() if (fate := rank.fate())[0] == "candidate" and (first := fate[1]) is not None]
+    candidates = [pair for pair in candidates if not _killed_while_terminating(pair, items)] or candidates
     known = [pair for pair in candidates if pair[0].rank is not None]
     stall = _stall_shutdown(items)
     chosen = _choose(known or candidates, _verdict_ranks(items)) if candidates else None
