@@ -19,7 +19,7 @@ table); this module only reads those fields:
 4. nothing primary: the evidence points somewhere (silent ranks of a job of known size, a
    rank that vanished at an elastic reset), and the answer says so.
 
-Every report carries one line of reasoning and a confidence, by the rules of docs/query.md
+Every report carries one line of reasoning and a confidence, by the rules of docs/failure-model.md
 ("Confidence"): ``certain`` only when the culprit's own failure is recognised, comes first, and
 no failure-shaped line no rule knows (kind ``unrecognised``, the safety net) and no other rank's
 death evidence comes before it; ``likely`` when recognised evidence points to it but the order
@@ -77,7 +77,7 @@ class FailureReport:
     cause: str = ""
     #: Why, in one line: the culprit's evidence and what the others' follows from.
     reasoning: str = ""
-    #: certain | likely | possible | unknown (docs/query.md, "Confidence").
+    #: certain | likely | possible | unknown (docs/failure-model.md, "Confidence").
     confidence: str = "unknown"
     #: False, or how an elastic job went on after the failure.
     recovered: bool | dict[str, Any] = False
@@ -287,7 +287,7 @@ def _apply_culprit(report: FailureReport, rank: _Rank, first: Evidence, ordered_
 
 
 def _confidence(rank: _Rank, first: Evidence, ordered_by: str, items: list[Evidence]) -> str:
-    """The rules of docs/query.md ("Confidence") for a named culprit."""
+    """The rules of docs/failure-model.md ("Confidence") for a named culprit."""
     earlier = [item for item in items if item.order < first.order and item.meaning == "fault"]
     if not first.recognised or any(not item.recognised for item in earlier):
         return "possible"  # a failure in a format hvdlog does not know is the culprit, or came first (its own too)

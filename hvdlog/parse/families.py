@@ -33,12 +33,12 @@ def kept(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def _clear_caches() -> None:
     # the tables are compiled once and cached: a switch must reach every cache built from them
-    from hvdlog.parse import evidence_rules, messages  # noqa: PLC0415 (they import this module)
+    from hvdlog.parse import evidence_rules, messages  # they import this module
 
     messages.load_messages.cache_clear()
     evidence_rules.evidence_rules.cache_clear()
-    evidence_rules._any_level_rules.cache_clear()  # noqa: SLF001
-    evidence_rules._any_level_gate.cache_clear()  # noqa: SLF001
+    evidence_rules._any_level_rules.cache_clear()
+    evidence_rules._any_level_gate.cache_clear()
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""The confidence rules over the whole real-world corpus (issue 41, docs/query.md "Confidence").
+"""The confidence rules over the whole real-world corpus (issue 41, docs/failure-model.md "Confidence").
 
 * Every ``certain`` answer is right: over every case and every metamorphic variant of it
   (tests/support/variants.py), a first-failure report that says ``certain`` blames what the
