@@ -73,6 +73,10 @@ DATASETS: Final = {
 #: What a document that is evidence about a failure says (``hvdlog.evidence.kind``; docs/failure-model.md).
 EVIDENCE_KINDS: Final = (
     "exception", "signal", "exit_status", "peer_loss", "horovod_shutdown", "launcher_verdict", "expected_exit", "stall_report",
+    # the safety net: an error line, or a line with the shape of a failure, that no specific rule classifies
+    "unrecognised",
+    # a known-benign error line (TensorFlow's `failed call to cuInit` on a rank that goes on): no failure
+    "benign",
 )
 #: Who says it (``hvdlog.evidence.source``): the rank itself, or a launcher about a rank.
 EVIDENCE_SOURCES: Final = ("rank", "horovodrun", "openmpi_box", "mpirun_noticed", "srun", "hydra", "elastic_driver")

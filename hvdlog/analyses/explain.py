@@ -27,7 +27,7 @@ _SIGNAL_WORDS: Final = {
 }
 _NOUNS: Final = {
     "exception": "traceback", "signal": "signal", "exit_status": "exit", "peer_loss": "traceback",
-    "horovod_shutdown": "traceback", "error": "error", "expected_exit": "expected exit",
+    "horovod_shutdown": "traceback", "error": "error", "unrecognised": "error", "expected_exit": "expected exit",
 }
 
 

@@ -18,10 +18,13 @@ from hvdlog.fields import level_at_least
 from hvdlog.parse.evidence_rules import KIND, RANK, SOURCE, evidence_fields
 from hvdlog.parse.messages import signal_names
 
-__all__ = ["TERMINATION", "Evidence", "evidence_of", "per_source"]
+__all__ = ["TERMINATION", "UNRECOGNISED", "Evidence", "evidence_of", "per_source"]
 
 #: Signals a rank gets from the launcher (or an operator) when another rank failed.
 TERMINATION: Final = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGPIPE"})
+
+#: Kinds the safety net gives (``error``: documents indexed before ``unrecognised`` existed).
+UNRECOGNISED: Final = frozenset({"unrecognised", "error"})
 
 #: How a source is named in a reasoning line.
 _PER: Final = {
@@ -62,7 +65,7 @@ def _signal_of(doc: Document, kind: str, code: int | None) -> str | None:
 class Evidence:
     """One document read as evidence about a rank (``rank`` None: rank unknown)."""
 
-    kind: str  # an evidence kind, or "error" for an error line no rule classifies
+    kind: str  # an evidence kind ("unrecognised": an error line, or a failure-shaped line, no specific rule classifies)
     source: str
     rank: int | None
     doc: Document
@@ -77,10 +80,17 @@ class Evidence:
         return self.source == "rank"
 
     @property
+    def recognised(self) -> bool:
+        """A specific rule classified it (not only the safety net: a format hvdlog does not know)."""
+        return self.kind not in UNRECOGNISED
+
+    @property
     def meaning(self) -> str:
         """``fault`` (can start a chain), ``consequence``, ``expected``, ``verdict`` or ``none``."""
         if self.kind == "expected_exit":
             return "expected"
+        if self.kind == "benign":
+            return "none"
         if self.kind == "launcher_verdict":
             return "verdict"
         if self.kind in ("peer_loss", "horovod_shutdown") or self.signal in TERMINATION:
@@ -116,12 +126,12 @@ def _fields(doc: Document) -> tuple[Any, Any, Any]:
 
 
 def evidence_of(doc: Document, order: int) -> Evidence | None:
-    """The evidence ``doc`` is (an error line no rule knows counts as kind ``error``), or None."""
+    """The evidence ``doc`` is (an error line no rule knows counts as kind ``unrecognised``), or None."""
     kind, source, rank = _fields(doc)
     if kind is None:
         if not level_at_least(str(get_field(doc, "log.level") or "info"), "error"):
             return None
-        kind, source, rank = "error", "rank", doc.get("rank")
+        kind, source, rank = "unrecognised", "rank", doc.get("rank")
     code = _int(get_field(doc, "process.exit_code"))
     return Evidence(str(kind), str(source or "rank"), _int(rank), doc, order, timestamp_millis(doc.get("@timestamp")),
                     _signal_of(doc, str(kind), code), code)

@@ -19,7 +19,14 @@ table); this module only reads those fields:
 4. nothing primary: the evidence points somewhere (silent ranks of a job of known size, a
    rank that vanished at an elastic reset), and the answer says so.
 
-Every report carries one line of reasoning and a confidence (certain / likely / unknown).
+Every report carries one line of reasoning and a confidence, by the rules of docs/failure-model.md
+("Confidence"): ``certain`` only when the culprit's own failure is recognised, comes first, and
+no failure-shaped line no rule knows (kind ``unrecognised``, the safety net) and no other rank's
+death evidence comes before it; ``likely`` when recognised evidence points to it but the order
+is not established; ``possible`` when an unrecognised failure comes first or is all there is;
+``unknown`` when no rank can be named. Ranks a launcher reports failed the same way (the same
+exit status or signal, nothing of their own) are named together: the order of a launcher's
+lines is not causality.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from hvdlog.analyses.stalls import names_in, ranks_in
 from hvdlog.analyses.summary import one_line
 from hvdlog.documents import Document, get_field, job_of, sort_key
 from hvdlog.query.echoes import drop_echoes
-from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
+from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, format_ranks
 
 __all__ = ["FAILURE_EVENTS", "FailureReport", "find_first_failure", "first_failure"]
 
@@ -70,7 +77,7 @@ class FailureReport:
     cause: str = ""
     #: Why, in one line: the culprit's evidence and what the others' follows from.
     reasoning: str = ""
-    #: certain | likely | unknown.
+    #: certain | likely | possible | unknown (docs/failure-model.md, "Confidence").
     confidence: str = "unknown"
     #: False, or how an elastic job went on after the failure.
     recovered: bool | dict[str, Any] = False
@@ -154,10 +161,35 @@ def _verdict_ranks(items: list[Evidence]) -> list[int]:
     return [item.rank for item in items if item.meaning == "verdict" and item.rank is not None]
 
 
+def _top(candidates: list[tuple[_Rank, Evidence]]) -> list[tuple[_Rank, Evidence]]:
+    top = max(rank.strength() for rank, _ in candidates)
+    return [(rank, first) for rank, first in candidates if rank.strength() == top]
+
+
+def _same_way(candidates: list[tuple[_Rank, Evidence]]) -> list[int]:
+    """Ranks of the top candidates when each is only a launcher's word of the same exit status or
+    signal (``ranks 0-3 exited with 1``): which of them came first, the launcher's lines do not say."""
+    best = _top(candidates)
+    if len(best) < 2 or any(first.own or rank.rank is None for rank, first in best):
+        return []
+    if len({(first.kind, first.exit_code, first.signal) for _, first in best}) != 1:
+        return []
+    return sorted(rank.rank for rank, _ in best if rank.rank is not None)
+
+
+def _killed_while_terminating(pair: tuple[_Rank, Evidence], items: list[Evidence]) -> bool:
+    """A stated causal rule: a rank killed (SIGKILL) after a launcher said it is terminating the
+    workers because another rank failed was killed by it; it is not a candidate."""
+    rank, first = pair
+    if first.signal != "SIGKILL":
+        return False
+    return any(item.meaning == "verdict" and item.rank is not None and item.rank != rank.rank and item.order < first.order
+               and (item.millis is None) == (first.millis is None) for item in items)
+
+
 def _choose(candidates: list[tuple[_Rank, Evidence]], verdicts: list[int]) -> tuple[_Rank, Evidence, str]:
     """The culprit among candidates of the top strength, and what ordered it (time, verdict, position)."""
-    top = max(rank.strength() for rank, _ in candidates)
-    best = [(rank, first) for rank, first in candidates if rank.strength() == top]
+    best = _top(candidates)
     if len(best) == 1:
         return (*best[0], "only")
     if all(first.millis is not None for _, first in best):
@@ -194,7 +226,24 @@ def _stall_first(stall: Evidence, chosen: tuple[_Rank, Evidence, str] | None) ->
     return stall.order <= first.order
 
 
-def _apply_stall(report: FailureReport, stall: Evidence) -> None:
+def _last_stall_warning(items: list[Evidence]) -> Evidence | None:
+    """The last stall report that names missing ranks (a warning: Horovod did not shut down on it)."""
+    found = [item for item in items if item.kind == "stall_report" and ranks_in(get_field(item.doc, "horovod.stall.missing_ranks"))]
+    return found[-1] if found else None
+
+
+def _stall_outranks(warning: Evidence | None, chosen: tuple[_Rank, Evidence, str] | None) -> bool:
+    """A stall hvdlog found outranks a launcher's word about a rank that only exited (it was
+    waiting): the stall came first and the launcher names a rank the stall does not."""
+    if warning is None or (chosen is not None and chosen[1].own):
+        return False
+    first = chosen[1] if chosen is not None else None
+    if first is not None and first.millis is not None and warning.millis is not None and first.millis < warning.millis:
+        return False  # the launcher's word is older than the stall (an untimed summary ends a job: it comes last)
+    return chosen is None or chosen[0].rank not in ranks_in(get_field(warning.doc, "horovod.stall.missing_ranks"))
+
+
+def _apply_stall(report: FailureReport, stall: Evidence, *, shutdown: bool = True) -> None:
     doc = stall.doc
     report.stall = {
         "@timestamp": doc.get("@timestamp"),
@@ -202,7 +251,7 @@ def _apply_stall(report: FailureReport, stall: Evidence) -> None:
         "missing_ranks": ranks_in(get_field(doc, "horovod.stall.missing_ranks")),
         "shutdown_ranks": ranks_in(get_field(doc, "horovod.stall.shutdown_ranks")),
         "tensors": names_in(get_field(doc, "horovod.stall.tensors")),
-        "shutdown": True,
+        "shutdown": shutdown,
     }
     report.blamed_ranks = report.stall["shutdown_ranks"] or report.stall["missing_ranks"]
     report.primary = True
@@ -211,9 +260,14 @@ def _apply_stall(report: FailureReport, stall: Evidence) -> None:
     report.cause = f"stall: {who} never joined {tensors} (reported by rank {report.stall['reported_by']}); Horovod shut the job down"
     report.reasoning = f"{who}: Horovod's stall inspector shut the job down waiting for them; every later error follows from it"
     report.confidence = "certain" if report.blamed_ranks else "likely"
+    if not shutdown:
+        report.cause = (f"stall: {who} never joined {tensors} (reported by rank {report.stall['reported_by']}); "
+                        "the job then ended, and the launcher's word names only a rank that was waiting")
+        report.reasoning = f"{who}: the last stall report names them missing; a launcher's exit summary does not outrank it"
+        report.confidence = "likely"
 
 
-def _apply_culprit(report: FailureReport, rank: _Rank, first: Evidence, ordered_by: str) -> None:
+def _apply_culprit(report: FailureReport, rank: _Rank, first: Evidence, ordered_by: str, items: list[Evidence]) -> None:
     report.culprit = _summary(first)
     report.blamed_ranks = [rank.rank]
     report.primary = first.own
@@ -227,8 +281,31 @@ def _apply_culprit(report: FailureReport, rank: _Rank, first: Evidence, ordered_
         report.cause = f"{describe(first)}; rank {rank.rank} printed no error of its own; the launcher says: {one_line(first.doc)}"
     who = "rank unknown (an untagged line)" if rank.rank is None else f"rank {rank.rank}" + (f" (epoch {rank.epoch})" if rank.epoch else "")
     report.reasoning = f"{who}: {describe(first)} {_per(first)}"
-    certain = rank.rank is not None and ordered_by in ("only", "time") and first.own
-    report.confidence = "certain" if certain else "likely" if rank.rank is not None or first.own else "unknown"
+    if not first.recognised:
+        report.cause = f"a failure in a format hvdlog does not know: {who}: {report.cause}"
+    report.confidence = _confidence(rank, first, ordered_by, items)
+
+
+def _confidence(rank: _Rank, first: Evidence, ordered_by: str, items: list[Evidence]) -> str:
+    """The rules of docs/failure-model.md ("Confidence") for a named culprit."""
+    earlier = [item for item in items if item.order < first.order and item.meaning == "fault"]
+    if not first.recognised or any(not item.recognised for item in earlier):
+        return "possible"  # a failure in a format hvdlog does not know is the culprit, or came first (its own too)
+    if rank.rank is None:
+        return "possible" if first.own else "unknown"  # a failure, but whose the logs do not say
+    # another rank's death evidence came first
+    other_death = any(item.rank is not None and (epoch_of(item.doc), item.rank) != (rank.epoch, rank.rank) for item in earlier)
+    return "certain" if ordered_by in ("only", "time") and first.own and not other_death else "likely"
+
+
+def _apply_same_way(report: FailureReport, ranks: list[int], first: Evidence) -> None:
+    """Several ranks a launcher reports ended the same way: none of them is made the cause of the others."""
+    who = format_ranks(ranks)
+    report.blamed_ranks = list(ranks)
+    report.cause = (f"ranks {who} failed the same way ({describe(first)} {_per(first)}); none printed an error of its own, "
+                    "and the order of the launcher's lines does not say which came first")
+    report.reasoning = f"ranks {who}: {describe(first)} {_per(first)}, each; no rank is the cause of the others"
+    report.confidence = "possible" if report.confidence == "possible" else "likely"
 
 
 def _per(item: Evidence) -> str:
@@ -309,11 +386,12 @@ def _no_primary(report: FailureReport, docs: list[Document], items: list[Evidenc
     report.confidence = "unknown"
 
 
-def _report(job: Any, docs: list[Document], items: list[Evidence], size: int | None) -> FailureReport:
+def _report(job: Any, docs: list[Document], items: list[Evidence], size: int | None, warning: Evidence | None = None) -> FailureReport:
     report = FailureReport(job, None)
     report.evidence = [_summary(item) for item in items if not item.own]
     ranks = _by_rank(items)
     candidates = [(rank, first) for rank in ranks.values() if (fate := rank.fate())[0] == "candidate" and (first := fate[1]) is not None]
+    candidates = [pair for pair in candidates if not _killed_while_terminating(pair, items)] or candidates
     known = [pair for pair in candidates if pair[0].rank is not None]
     stall = _stall_shutdown(items)
     chosen = _choose(known or candidates, _verdict_ranks(items)) if candidates else None
@@ -322,12 +400,21 @@ def _report(job: Any, docs: list[Document], items: list[Evidence], size: int | N
         chosen = None  # a rank vanished at an earlier reset: that came first (its candidates are later incarnations')
     if stall is not None and _stall_first(stall, chosen):
         _apply_stall(report, stall)
+        if any(item.meaning == "fault" and not item.recognised and item.order < stall.order for item in items):
+            report.confidence = "possible"  # a failure hvdlog does not know came before it
+        chosen = None
+    elif stall is None and _stall_outranks(warning, chosen) and warning is not None:
+        _apply_stall(report, warning, shutdown=False)
         chosen = None
     elif chosen is not None:
-        _apply_culprit(report, *chosen)
+        _apply_culprit(report, *chosen, items)
+        same = _same_way(known or candidates)
+        if same:
+            _apply_same_way(report, same, chosen[1])
     else:
         _no_primary(report, docs, items, ranks, size)
-    blamed = {(chosen[0].epoch, chosen[0].rank)} if chosen else {(0, rank) for rank in report.blamed_ranks}
+    epoch = chosen[0].epoch if chosen else 0
+    blamed = {(epoch, rank) for rank in report.blamed_ranks}
     _fates(report, ranks, chosen[1] if chosen else None, blamed)
     if chosen is not None:
         report.reasoning += _verdict_note(items, chosen[0].rank)
@@ -360,7 +447,7 @@ def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[
         items = [item for order, doc in enumerate(job_docs) if (item := evidence_of(doc, order)) is not None]
         failures = [item for item in items if _is_failure(item)]
         if _failed(failures) or lost_ranks(job_docs):
-            report = _report(job, job_docs, failures, size)
+            report = _report(job, job_docs, failures, size, _last_stall_warning(items))
             report.fingerprint = fingerprint_of(report)
             reports.append(report)
     return reports

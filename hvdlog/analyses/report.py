@@ -6,7 +6,7 @@ records) are kept, the job model (:mod:`hvdlog.analyses.job`) is built from the 
 results on the kept list, and each section renders a part of it (:func:`failure_section`,
 :func:`stall_section`, ...): the status, culprit and step are the model's, as in every other command.
 
-Every verdict says why in one line and how sure: ``certain``, ``likely`` or ``unknown``.
+Every verdict says why in one line and how sure: ``certain``, ``likely``, ``possible`` or ``unknown``.
 """
 
 from __future__ import annotations

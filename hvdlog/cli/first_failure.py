@@ -40,7 +40,8 @@ def _headline(report: FailureReport, culprit: dict[str, Any] | None) -> tuple[st
     blamed = format_ranks([rank for rank in report.blamed_ranks if rank is not None]) or "unknown"
     if report.stall is not None:
         stall = report.stall
-        return (f"job {report.job}: Horovod shut down on a stall at {format_time(stall['@timestamp'])}: rank(s) {blamed} never "
+        what = "Horovod shut down on a stall" if stall.get("shutdown", True) else "the job ended in a stall"
+        return (f"job {report.job}: {what} at {format_time(stall['@timestamp'])}: rank(s) {blamed} never "
                 f"joined {', '.join(stall['tensors']) or 'the collective'} (reported by rank {stall['reported_by']})"), "bold red"
     if report.culprit is not None and report.primary:
         return f"job {report.job}: first failure on {_where(report.culprit)}", "bold red"

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from hvdlog.documents import get_field
 from hvdlog.fields import EVIDENCE_KINDS, EVIDENCE_SOURCES
+from hvdlog.parse.families import kept
 from hvdlog.parse.messages import MESSAGES_FILE, read_table
 from hvdlog.parse.patterns import CompiledPattern, PatternError, any_of, compile_pattern
 
@@ -91,7 +92,7 @@ def _rule(row: Mapping[str, Any], path: Path) -> EvidenceRule:
 @cache
 def evidence_rules(path: Path = MESSAGES_FILE) -> tuple[EvidenceRule, ...]:
     """The table's evidence rules, compiled (cached)."""
-    return tuple(_rule(row, Path(path)) for row in read_table(path).get("evidence", ()))
+    return tuple(_rule(row, Path(path)) for row in kept(read_table(path).get("evidence", ())))
 
 
 @cache

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from hvdlog.fields import LAUNCHER_DATASET
+from hvdlog.parse.families import kept
 from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
 
 __all__ = ["MESSAGES_FILE", "Message", "load_messages", "read_table", "recognise", "signal_names"]
@@ -37,6 +38,8 @@ class Message:
     #: A field the line's source must not give (``lacks: rank``: a launcher's line read in a rank's own
     #: file or behind its tag is that rank's print, never the launcher's verdict about another rank).
     lacks: str | None = None
+    #: The safety net (the last row): a line no other row knows, with the shape of a failure.
+    net: bool = False
 
     def fields_of(self, line: str, base: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """The document fields for ``line`` (message = the line), or None if it does not match."""
@@ -71,7 +74,7 @@ def _row(row: dict[str, Any], path: Path) -> Message:
     for field, spec in fields.items():
         if isinstance(spec, dict) and not ({"from", "map"} <= set(spec) <= {"from", "map", "default"}):
             raise PatternError(f"{path}: {name}: field {field} must be a value or {{from, map[, default]}}")
-    return Message(pattern, row.get("dataset", DEFAULT_DATASET), tuple(fields.items()), row.get("lacks"))
+    return Message(pattern, row.get("dataset", DEFAULT_DATASET), tuple(fields.items()), row.get("lacks"), bool(row.get("net", False)))
 
 
 def read_table(path: Path = MESSAGES_FILE) -> dict[str, Any]:
@@ -86,13 +89,16 @@ def read_table(path: Path = MESSAGES_FILE) -> dict[str, Any]:
 @cache
 def load_messages(path: Path = MESSAGES_FILE) -> tuple[Message, ...]:
     """The table's rows, compiled (cached)."""
-    return tuple(_row(row, Path(path)) for row in read_table(path)["messages"])
+    return tuple(_row(dict(row), Path(path)) for row in kept(read_table(path)["messages"]))
 
 
-def recognise(line: str, base: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+def recognise(line: str, base: Mapping[str, Any] | None = None, *, net: bool = True) -> dict[str, Any] | None:
     """The fields of the first table row ``line`` matches, or None (``base``: what the line's
-    file and launcher tag say, for rows that apply only where it lacks a field)."""
+    file and launcher tag say, for rows that apply only where it lacks a field; ``net=False``: the
+    safety net's row aside, for repairs that ask whether a line is a message the table knows)."""
     for message in load_messages():
+        if message.net and not net:
+            continue
         fields = message.fields_of(line, base)
         if fields is not None:
             return fields
@@ -105,7 +111,7 @@ SIGNAL_ROW: Final = "HOROVOD_MPIRUN_SIGNAL"
 
 def signal_names() -> dict[str, str]:
     """Signal number (as text) -> name, from the table (Hydra's box uses it too)."""
-    for message in load_messages():
-        if message.pattern.name == SIGNAL_ROW:
-            return dict(dict(message.fields)["event.reason"]["map"])
+    for row in read_table()["messages"]:  # the whole table: the names hold whatever family is switched off
+        if row.get("pattern") == SIGNAL_ROW:
+            return dict(row["fields"]["event.reason"]["map"])
     raise PatternError(f"{MESSAGES_FILE}: the table has no {SIGNAL_ROW} row with an event.reason map")

@@ -72,7 +72,7 @@ _HEADLESS: Final = frozenset({"headless_frame", "lone_exception"})
 def _starts(*, headless: bool = True) -> re.Pattern[str]:
     """One regex for every line shape a block or a message begins with (blocks.json's
     openers, messages.json's rows, the core line): the rows stay the only source."""
-    shapes = [message.pattern.regex.pattern for message in load_messages()]
+    shapes = [message.pattern.regex.pattern for message in load_messages() if not message.net]  # the net: any line
     shapes.append(_CORE.pattern)
     for opener in _GRAMMAR.opens:
         if opener.state == "code" or opener.tests or (not headless and opener.name in _HEADLESS):

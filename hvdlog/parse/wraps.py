@@ -189,4 +189,4 @@ def _completes(held: str, line: str) -> bool:
     at = held.find(_STALL)
     if at >= 0 and is_cut_warning(held[at:]):
         return True
-    return recognise(held) is None and recognise(held + line) is not None
+    return recognise(held, net=False) is None and recognise(held + line, net=False) is not None

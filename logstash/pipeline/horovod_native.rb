@@ -58,11 +58,13 @@ def register(params)
   @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
     compiled = compile(row.fetch("pattern"))
     raise ArgumentError, "#{row["pattern"]} must be anchored with \\A" unless compiled.regex.source.start_with?("\\A", "^")
-    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {}), row["pattern"], row["lacks"] && reference(row["lacks"])].freeze
+    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {}), row["pattern"], row["lacks"] && reference(row["lacks"]), row.fetch("net", false)].freeze
   end.freeze
   # Every line shape a block or a message begins with, as one regex (hvdlog/parse/prefixes.py
   # `_starts`): what an untagged event's first line must show behind a prefix no list names.
-  @known_start = Regexp.union(@core_line.regex, *@messages.map { |row| row[0].regex }, *known_openers)
+  # the safety net's row (net: true) matches any failure-shaped line: it says nothing of where a line starts
+  known_rows = @messages.reject { |row| row[5] }
+  @known_start = Regexp.union(@core_line.regex, *known_rows.map { |row| row[0].regex }, *known_openers)
   @stall_ops_line = compile("HOROVOD_STALL_OPS_LINE")
   # signal number -> name: the map of mpirun's row (Hydra's box uses it too)
   @signal_names = @messages.find { |row| row[3] == "HOROVOD_MPIRUN_SIGNAL" }[2].fetch("event.reason").fetch("map")
@@ -606,7 +608,7 @@ end
 # Field references => values for the first table row `line` matches, or nil (`event`: the
 # line's own, for rows that apply only where it lacks a field, as hvdlog/parse/messages.py).
 def recognise(line, event = nil)
-  @messages.each do |compiled, dataset, specs, _name, lacks|
+  @messages.each do |compiled, dataset, specs, _name, lacks, _net|
     next if lacks && event && !event.get(lacks).nil?
     found = captures(compiled, line)
     next if found.nil?
