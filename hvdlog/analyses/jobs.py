@@ -23,13 +23,15 @@ import orjson
 from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 from hvdlog.analyses.job import build
 from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
+from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.stalls import STALL_EVENTS, stall_episodes
 from hvdlog.documents import Document, timestamp_millis
+from hvdlog.fields import APP_DATASET
 from hvdlog.layout import parse_path, path_rank, walk
 from hvdlog.parse.bounded import MAX_LINE_BYTES
 from hvdlog.query.spec import Condition, Filter
 
-__all__ = ["NEEDED", "JobRow", "from_aggregation", "from_files", "jobs_query"]
+__all__ = ["NEEDED", "JobRow", "from_aggregation", "from_files", "jobs_query", "status_documents"]
 
 #: Bytes read from the end of a file: its last lines (a few dozen events).
 _TAIL: Final = 16384
@@ -126,7 +128,7 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
             if not NEEDED.matches(doc):  # those are read below, once
                 tails.append(doc)
     source = FileSource(files, warn=lambda _m: None)  # the row says what it read; a file it could not read is named
-    needed = list(source.search(NEEDED))
+    needed = status_documents(source.search, NEEDED)
     for message in source.errors:
         warn(message)
     for doc in needed:  # exit records and stall reports are facts wherever they are in the file
@@ -137,6 +139,14 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
 
 #: What the status needs beyond the files' ends: failure evidence, stall reports, exit records.
 NEEDED: Final = Filter(any_of=(*FAILURE_EVENTS, *STALL_EVENTS, *END_EVENTS))
+
+
+def status_documents(search: Callable[[Filter, int | None], Iterable[Document]], needed: Filter) -> list[Document]:
+    """The documents the status rests on, the same over files and Elasticsearch: ``needed``, and
+    for a job that reset, the last step after the reset (did it go on? ``first-failure`` asks so)."""
+    docs = list(search(needed, None))
+    since_reset = recovery_filter(docs, needed)
+    return docs + list(search(since_reset, 1)) if since_reset is not None else docs
 
 
 def _row(facts: JobFacts, docs: list[Document], size: int | None, files: int | None, where: str, now: float | None) -> JobRow:
@@ -163,6 +173,9 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
             "aggs": {
                 "first": {"min": {"field": "@timestamp"}},
                 "last": {"max": {"field": "@timestamp"}},
+                # over files the span is read from the events files' ends: hvdlog's own events decide it here too
+                "app": {"filter": {"term": {"event.dataset": APP_DATASET}},
+                        "aggs": {"first": {"min": {"field": "@timestamp"}}, "last": {"max": {"field": "@timestamp"}}}},
                 "ranks": {"terms": {"field": "rank", "size": 4096}},
                 "hosts": {"terms": {"field": "host.name", "size": 256}},
                 "errors": {"filter": {"terms": {"log.level": ["error", "critical"]}}},
@@ -189,8 +202,9 @@ def from_aggregation(
         facts = JobFacts(str(bucket["key"]))
         facts.ranks = {int(b["key"]) for b in bucket["ranks"]["buckets"]}
         facts.hosts = {str(b["key"]) for b in bucket["hosts"]["buckets"]}
-        facts.first_ms = int(bucket["first"]["value"]) if bucket["first"].get("value") is not None else None
-        facts.last_ms = int(bucket["last"]["value"]) if bucket["last"].get("value") is not None else None
+        span = bucket["app"] if bucket.get("app", {}).get("doc_count") else bucket
+        facts.first_ms = int(span["first"]["value"]) if span["first"].get("value") is not None else None
+        facts.last_ms = int(span["last"]["value"]) if span["last"].get("value") is not None else None
         for edge in ("first", "last"):
             for hit in bucket.get("stepped", {}).get(edge, {}).get("hits", {}).get("hits", []):
                 millis, step = timestamp_millis(hit["_source"].get("@timestamp")), hit["_source"].get("step")

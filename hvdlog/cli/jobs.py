@@ -27,7 +27,7 @@ def _size(value: int | None) -> str:
 def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[JobRow]:
     from dataclasses import replace
 
-    from hvdlog.analyses.jobs import NEEDED
+    from hvdlog.analyses.jobs import NEEDED, status_documents
     from hvdlog.query.es import ElasticsearchSource
     from hvdlog.query.source import SourceError
 
@@ -37,7 +37,7 @@ def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[Jo
         with source._errors("aggregating jobs in"):
             response = es.search(index=index, size=0, aggs=jobs_query(), ignore_unavailable=True)
         return from_aggregation(
-            dict(response), lambda job: list(source.search(replace(NEEDED, jobs=(job,)))),
+            dict(response), lambda job: status_documents(source.search, replace(NEEDED, jobs=(job,))),
             source.label,
         )
     except SourceError as exc:

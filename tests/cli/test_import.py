@@ -91,10 +91,10 @@ class TestImport:
         self._same(es_url, namespace, path, command)
 
     def test_jobs_lists_the_same_job(self, es_url: str, imported: dict[str, Any]) -> None:
-        """Same job, ranks and hosts. (jobs over files takes first/last from the files' times, so those differ.)"""
+        """Same job, ranks, hosts, time span, status and verdict: the job model reads its times from events."""
         files, elastic = (self._json("jobs", *where) for where in (
             [str(ELASTIC_JOB)], ["--es", es_url, "--index", "logs-horovod.*-importjob"]))
-        keys = ("job", "ranks", "hosts")
+        keys = ("job", "ranks", "hosts", "first", "last", "status", "verdict")
         assert [{key: row[key] for key in keys} for row in files] == [{key: row[key] for key in keys} for row in elastic]
         assert files and files[0]["job"] == "j1"
 
