@@ -9,6 +9,7 @@ killed by signal N (an operator's Ctrl-C or ``timeout``).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import Final
 
 import click
-import orjson
 
 from hvdlog.fields import LAUNCHER_DATASET
 from hvdlog.runtime.writer import FILE_MODE, make_private_dirs
@@ -64,7 +64,7 @@ def record_exit(job_dir: Path, job: str, code: int, launcher: str) -> None:
         make_private_dirs(path.parent)  # 0750, as the ranks make theirs
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
         with os.fdopen(fd, "ab") as handle:
-            handle.write(orjson.dumps(exit_event(job, code, launcher, host)) + b"\n")
+            handle.write(json.dumps(exit_event(job, code, launcher, host), separators=(",", ":")).encode() + b"\n")  # stdlib: `hvdlog run` stays light
     except OSError as exc:
         click.echo(f"hvdlog run: cannot record the launcher's exit status in {path} ({exc.strerror})", err=True)
 

@@ -36,9 +36,10 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # for the checker only: at run time these are loaded by path (see _load)
     from hvdlog.runtime.secrets import Redactor
@@ -50,21 +51,19 @@ _ARRIVAL_LENGTH = len("2026-11-30T14:35:49.123456Z ")
 _GONE = (errno.EPIPE, errno.EBADF, errno.EIO, errno.ENXIO)  # the console's reader or terminal went away
 
 
-def _load(folder: str, name: str) -> ModuleType:
-    """Load a stdlib-only file of the package as a private module (no package import)."""
-    path = Path(__file__).resolve().parent.parent / folder / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_hvdlog_run_tee_{name}", path)
+def _ranks_tee() -> ModuleType:
+    """The ranks' own capture script (``hvdlog/runtime/tee.py``, stdlib only), loaded by path as a
+    private module: its loader and its arrival stamp serve the launcher's console too."""
+    path = Path(__file__).resolve().parent.parent / "runtime" / "tee.py"
+    spec = importlib.util.spec_from_file_location("_hvdlog_run_tee_base", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[spec.name] = module  # type: ignore[union-attr]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
 
 
-def arrival_prefix(seconds: float) -> bytes:
-    """``YYYY-MM-DDTHH:MM:SS.ffffffZ `` for a UTC epoch time."""
-    micros = int(seconds * 1_000_000)
-    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(micros // 1_000_000))
-    return f"{whole}.{micros % 1_000_000:06d}Z ".encode()
+_TEE: Final = _ranks_tee()
+arrival_prefix: Final[Callable[[float], bytes]] = _TEE.arrival_prefix
 
 
 class Stream:
@@ -150,7 +149,7 @@ def _drop_note(count: int, reason: str) -> bytes:
 
 def _streams(spec: dict[str, Any]) -> dict[int, Stream]:
     """One stream per pipe, both appending to the one launcher.log."""
-    secrets, writer_module = _load("runtime", "secrets"), _load("runtime", "writer")
+    secrets, writer_module = _TEE._load("secrets"), _TEE._load("writer")
     redactor = secrets.Redactor(secrets.secret_values()) if spec.get("redact", True) else None
     writer = writer_module.RankFileWriter()
     writer.console_fd = 2
