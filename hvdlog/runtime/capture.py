@@ -20,7 +20,12 @@ Capture must never break the rank's output:
 - a tee left stopped when the rank ends (``shutdown()`` or interpreter exit) is continued: it
   holds the launcher's console pipes, and horovodrun waits for their end before it exits.
 
-``stop()`` restores the fds, asks the tee to write out what is already in the pipes and
+``linger()`` (what ``shutdown()`` does) keeps fds 1 and 2 on the pipes until the process ends:
+Horovod prints its last lines (``Shutting down background thread``) from its own shutdown at
+interpreter exit, after the script's ``hvdlog.shutdown()``. The tee writes them and exits at
+EOF, when the process has ended; the rank never waits for it.
+
+``stop()`` (a new ``configure()``) restores the fds, asks the tee to write out what is already in the pipes and
 waits for its answer (well under a second) — it does not wait for children that still
 hold the pipes: the tee keeps serving them in the background and exits at EOF.
 """
@@ -330,6 +335,41 @@ class NativeCapture:
             self._read_ends.clear()
             self.console_fds.clear()
             self._control = -1
+
+    def linger(self, timeout: float = 0.8) -> None:
+        """``shutdown()``: write out what is in the pipes and report drops now, while the rank's
+        JSON file is open, but keep capturing until the process ends (the tee exits at EOF).
+
+        Python's standard streams are put back; later reports go to the console's stderr.
+        Returns within ``timeout``, like :meth:`stop`.
+        """
+        if not self.console_fds:
+            return
+        _flush_standard_streams()
+        stdio.restore(self._replaced)
+        self._replaced = stdio.Replaced()
+        with self._lock:
+            self._continue_if_stopped()
+            if self._running() is not None and self._read_ends:
+                self._flushed.clear()
+                try:
+                    os.write(self._control, b"flush\n")
+                except OSError:
+                    pass
+                else:
+                    self._flushed.wait(0.1 if self.stuck() else timeout)
+            self._continue_if_stopped()
+            guard = self.guard
+            if guard is not None:
+                guard.settle()
+            self._report_drops()
+            self.emit, self.try_emit = None, self._to_console
+
+    def _to_console(self, level: str, message: str, fields: dict[str, Any]) -> bool:
+        """After ``shutdown()`` the JSON file is closed: a report goes to the console's stderr."""
+        del level, fields
+        self._report("warning", message, {})
+        return True
 
     def _running(self) -> subprocess.Popen[bytes] | None:
         """The capture process, while it has not exited (None: never started, or gone)."""

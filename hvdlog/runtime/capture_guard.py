@@ -127,6 +127,15 @@ class CaptureGuard:
             self._end_episode()
             self._close()
 
+    def settle(self) -> None:
+        """Report the lines counted so far in an episode in progress, the guard going on
+        (``shutdown()``: the rank's JSON file closes next, the capture stays until the process ends)."""
+        with self._lock:
+            for pipe in self._pipes:
+                if pipe.lines:
+                    self.dropped(pipe.name, pipe.lines, "capture_stuck")
+                    pipe.lines = 0
+
     def describe(self) -> str | None:
         """A sentence naming the stuck capture process, or None while it reads."""
         since, pid = self.stuck_since, self.pid()

@@ -170,6 +170,7 @@ def configure(
     level = level.lower()
     resources_every = _validate(level, stall_after, max_bytes, backups, resources)
     shutdown()
+    _end_lingering_capture()
     config = _open(root, job, level, console, capture_native, (max_bytes, backups), redact)
     # The optional parts, each one line: a part that cannot start is said once; training goes on without it.
     if install_hooks:
@@ -361,8 +362,10 @@ def get_logger(*args: Any, **initial: Any) -> Any:
 
 
 def shutdown() -> None:
-    """Stop the watchdog, remove hooks, restore fds and close files (idempotent).
+    """Stop the watchdog, remove hooks and close files (idempotent).
 
+    The native capture stays on until the process ends (a later ``configure()`` stops it):
+    Horovod's last lines, printed at interpreter exit, still reach ``rank-N.stdout.log``.
     Returns in well under a second, even when children still hold the capture pipes
     (what they write later still reaches the console and the files); never raises.
     """
@@ -379,7 +382,7 @@ def shutdown() -> None:
         lambda: _record_exit_in(config),
         console_off.set,
         lambda: setattr(config.writer, "console_fd", 2),
-        lambda: config.capture.stop() if config.capture is not None else None,
+        lambda: _linger(config.capture),
         structlog.reset_defaults,
         config.writer.close,
     ]
@@ -388,6 +391,30 @@ def shutdown() -> None:
             step()
         except Exception as exc:  # noqa: BLE001 - shutting logging down must not fail training
             _say(f"hvdlog: during shutdown: {type(exc).__name__}: {exc}")
+
+
+#: The capture a shutdown() left on until the process ends (a later configure() stops it).
+_lingering: NativeCapture | None = None
+
+
+def _linger(capture: NativeCapture | None) -> None:
+    """Keep the native capture until the process ends: Horovod prints its last lines from its
+    own shutdown at interpreter exit, after the script's ``hvdlog.shutdown()``."""
+    global _lingering
+    _lingering = capture
+    if capture is not None:
+        capture.linger()
+
+
+def _end_lingering_capture() -> None:
+    """A new configuration brings its own capture: the one left on by shutdown() stops (fds restored)."""
+    global _lingering
+    capture, _lingering = _lingering, None
+    if capture is not None:
+        try:
+            capture.stop()
+        except Exception as exc:  # noqa: BLE001 - logging must not fail training
+            _say(f"hvdlog: stopping the previous capture: {type(exc).__name__}: {exc}")
 
 
 def _record_exit_in(config: Configuration) -> None:
