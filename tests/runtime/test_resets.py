@@ -11,6 +11,7 @@ was logged, which the test compares with hvdlog's fields. Every wait is bounded.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -68,8 +69,9 @@ def hosts_text(count: int) -> str:
     return ";".join(f"{host}:1" for host in HOSTS[:count])
 
 
-def run_elastic(tmp_path: Path, *, np: int, min_np: int, max_np: int, hosts: int, env: dict[str, str], extra: tuple[str, ...] = ()) -> ElasticRun:
-    """One real elastic launch; the discovery script prints ``tmp_path/hosts``."""
+def run_elastic(tmp_path: Path, *, np: int, min_np: int, max_np: int, hosts: int, env: dict[str, str], extra: tuple[str, ...] = (),
+                script: Path = JOB_SCRIPT, script_args: tuple[str, ...] = ()) -> ElasticRun:
+    """One real elastic launch of ``script``; the discovery script prints ``tmp_path/hosts``."""
     (tmp_path / "hosts").write_text(hosts_text(hosts).replace(";", "\n") + "\n")
     discover = tmp_path / "discover.sh"
     discover.write_text(f"#!/bin/sh\ncat {tmp_path / 'hosts'}\n")
@@ -79,7 +81,7 @@ def run_elastic(tmp_path: Path, *, np: int, min_np: int, max_np: int, hosts: int
         sys.executable, "-m", "hvdlog", "run", "--root", str(root), "--job", job, "--",
         "horovodrun", "--gloo", "-np", str(np), "--min-np", str(min_np), "--max-np", str(max_np),
         "--host-discovery-script", str(discover), "--network-interface", "lo",
-        "--elastic-timeout", "20", *extra, sys.executable, str(JOB_SCRIPT),
+        "--elastic-timeout", "20", *extra, sys.executable, str(script), *script_args,
     ]
     settings = {
         "ELASTIC_DIR": str(tmp_path),
@@ -304,3 +306,39 @@ class TestCaptureLearnsRanks:
         docs = list(FileSource([stdout]).search(Filter()))
         assert {doc["rank"] for doc in docs if doc["message"].startswith("before")} == {2}
         assert {doc["rank"] for doc in docs if doc["message"].startswith("after")} == {0}
+
+
+class TestShippedElasticExample:
+    """README's elastic example, ``training/elastic_train.py`` (issue #40, M10), in a real elastic job:
+    rank 1 is SIGKILLed at step 3, the survivor restores the last commit, resets, runs its reset
+    callback and finishes every step alone; hvdlog's verdict is ``recovered``."""
+
+    EPOCHS, STEPS = 2, 4
+
+    @pytest.fixture(name="run", scope="class")
+    @classmethod
+    def fixture_run(cls, tmp_path_factory: pytest.TempPathFactory) -> ElasticRun:
+        tmp_path = tmp_path_factory.mktemp("example")
+        script = Path(__file__).resolve().parents[2] / "training" / "elastic_train.py"
+        args = ("--epochs", str(cls.EPOCHS), "--steps-per-epoch", str(cls.STEPS), "--kill-rank", "1", "--kill-at-step", "3", "--step-seconds", "0.2")
+        return run_elastic(tmp_path, np=2, min_np=1, max_np=2, hosts=2, env={}, script=script, script_args=args)
+
+    def test_recovers_and_finishes(self, run: ElasticRun) -> None:
+        assert run.returncode == 0, run.console[-3000:]
+        events = [event for events in run.events().values() for event in events]
+        resets = [event for event in events if event.get("event.action") == "elastic_reset"]
+        assert resets and {event["horovod.elastic.reason"] for event in resets} == {"failure"}, resets
+        assert any(event["message"] == "reset callback: the job goes on" and event.get("horovod.elastic.epoch") == 1 for event in events)
+        done = [event for event in events if event["message"] == "training done"]
+        assert len(done) == 1 and done[0]["extra"]["size"] == 1 and done[0]["extra"]["resets"] == 1, done
+        steps = {event["step"] for event in events if event["message"] == "train step" and event["process.pid"] == done[0]["process.pid"]}
+        assert steps == set(range(1, self.EPOCHS * self.STEPS + 1)), steps
+        assert all(event["samples_per_sec"] > 0 for event in events if event["message"] == "train step")
+
+    def test_verdict_is_recovered(self, run: ElasticRun) -> None:
+        result = subprocess.run([sys.executable, "-m", "hvdlog", "report", "--json", str(run.directory)],
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode in (0, 1), result.stderr[-2000:]
+        report = json.loads(result.stdout)
+        assert report["status"]["state"] == "recovered", report["status"]
+        assert report["verdict"]["recovered"] is True and report["verdict"]["culprit"] == [1], report["verdict"]
