@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                 loss = F.nll_loss(model(x, hang_in_backward), y)
                 loss.backward()
                 # This rank's own speed: time to here, before optimizer.step() waits for the
-                # allreduce (which makes every rank's whole step equally long).
+                # allreduce (which makes every rank's whole step equally long: measured over
+                # the whole step, samples_per_sec is the same on every rank and stragglers
+                # has nothing to compare).
                 compute = time.perf_counter() - started
                 optimizer.step()
                 # Metric averaging: every rank logs the job-wide loss.
