@@ -94,7 +94,7 @@ def is_elastic_launch(command: Sequence[str]) -> bool:
 @click.option("--job", default=None, help="Job id for every worker (HVDLOG_JOB, else the command's name and the start time).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run(root: Path | None, job: str | None, command: tuple[str, ...]) -> None:
-    """Run COMMAND (e.g. ``-- horovodrun -np 4 python train.py``) as one hvdlog job.
+    """Run COMMAND as one hvdlog job. For example: ``hvdlog run -- horovodrun -np 4 python train.py``.
 
     Sets HVDLOG_JOB/HVDLOG_ROOT for the workers, turns on horovodrun's INFO logging (the
     elastic driver's decisions), points an --autotune log into the job's folder, and keeps
