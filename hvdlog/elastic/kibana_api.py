@@ -111,7 +111,7 @@ class KibanaClient:
                 )
             if time.monotonic() >= deadline:
                 raise SetupError(
-                    f"cannot reach Kibana at {self.url} as available within {timeout_s:.0f} s ({last}):"
+                    f"Kibana at {self.url} was not available within {timeout_s:.0f} s ({last}):"
                     " is it running, and are the scheme, host and port right? (--kibana-timeout waits longer)"
                 )
             if on_wait is not None:

@@ -128,7 +128,8 @@ class TestErrors:
         url = f"http://127.0.0.1:{_closed_port()}"
         result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", url, "--kibana-timeout", "1")
         assert result.returncode == 2
-        assert f"error: cannot reach Kibana at {url} as available within 1 s" in result.stderr
+        assert f"error: Kibana at {url} was not available within 1 s" in result.stderr
+        assert "as available" not in result.stderr  # issue #40: "cannot reach Kibana at ... as available"
         assert f"waiting for Kibana at {url} to be available (up to 1 s)" in result.stderr  # said before the wait
         assert "Traceback" not in result.stderr
 
