@@ -78,7 +78,7 @@ def watch(run: Run, **options: Any) -> None:
         spool.open()
     except SpoolError as exc:
         fail(str(exc))
-    dispatcher = Dispatcher(targets, spool, warn, tries=options["retries"])
+    dispatcher = Dispatcher(targets, spool, warn, tries=options["retries"], note=lambda message: click.echo(f"hvdlog: watch: {message}", err=True))
     dispatcher.start()
     for target in targets:
         click.echo(f"hvdlog: watch: alerts go to {target.label}", err=True)

@@ -36,8 +36,10 @@ class Dispatcher:
     """Delivers in the background so a slow receiver never delays detection; spools what fails."""
 
     def __init__(self, targets: list[Target], spool: Spool, warn: Warn, tries: int = 4, retry_every: float = 5.0,
-                 sleep: Callable[[float], None] | None = None) -> None:
+                 sleep: Callable[[float], None] | None = None, note: Warn | None = None) -> None:
         self.spool, self.warn, self.tries, self.retry_every = spool, warn, tries, retry_every
+        #: Good news (spooled alerts delivered after all): said, but not as a warning.
+        self.note = note or warn
         self.stopping = threading.Event()
         self._sleep = sleep
         self._lock = threading.Lock()
@@ -185,7 +187,7 @@ class _Worker(threading.Thread):
                 self.owner.spool.done(path, ids)
             except Exception as exc:  # noqa: BLE001 - delivered already; the spool's trouble is said
                 self.owner.warn(f"spool: {type(exc).__name__}: {exc}")
-            self.owner.warn(f"delivered {len(ids)} spooled alert(s) to {self.target.label} from {path}")
+            self.owner.note(f"delivered {len(ids)} spooled alert(s) to {self.target.label} from {path}")
 
     def abandon(self) -> None:
         """The watcher stops and this target did not finish: spool the alert in flight and the queued ones."""

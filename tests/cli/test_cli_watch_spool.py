@@ -61,6 +61,7 @@ def test_receiver_down_then_up(tmp_path: Path) -> None:
     assert len(receiver.alerts("failure")) == 1 and "CUDA error" in receiver.alerts("failure")[0]["reasoning"]
     err = stderr.read_text()
     assert "not delivered to webhook http://127.0.0.1:" in err and f"spooled to {spool}" in err and not list(root.rglob("*.spool"))
-    assert "delivered 1 spooled alert(s)" in err and "s3cr3t" not in err
+    assert "hvdlog: watch: delivered 1 spooled alert(s)" in err and "s3cr3t" not in err
+    assert "warning: delivered" not in err  # good news is not a warning (issue #40)
     printed = [json.loads(line) for line in (process.stdout.read() if process.stdout else "").splitlines()]
     assert [a["kind"] for a in printed] == ["failure"]  # the terminal had it at once
