@@ -162,7 +162,7 @@ def stragglers(
             printer.json(row.to_json())
     elif rows:
         _print(printer, rows)
-    else:
+    elif not (run.failures and len(run.failures) >= len(run.sources)):  # nothing read: the error says so, no verdict
         printer.text("no step events: not enough data to call a straggler")
     for job, analysis in analyses.items() if top else ():
         print_top(printer, job, analysis, top, run.as_json)
