@@ -107,7 +107,7 @@ class EcsJsonRenderer:
     """
 
     __slots__ = (
-        "_binding", "_bindings", "_messages", "_secret_messages", "_static_json", "_static_keys",
+        "_binding", "_bindings", "_messages", "_present", "_secret_messages", "_static_json", "_static_keys",
         "clock", "console", "redactor", "static",
     )
 
@@ -133,6 +133,9 @@ class EcsJsonRenderer:
         self._messages: dict[str, bytes] = {}
         self._secret_messages: set[bytes] = set()
         self._static_keys = frozenset((*_HEAD_KEYS, *self.static))
+        # A static field without a value (``rank`` of a process no launcher numbered) is left out
+        # of the line: its absence says "unknown" (docs/fields.md), never ``"rank": null``.
+        self._present: Event = {key: value for key, value in self.static.items() if value is not None}
         self._static_json: bytes | None = None
         # The bound context last seen and what goes with it (see _see_bound); plans by bound keys.
         self._binding: _Binding = (_UNBOUND, None, {})
@@ -140,7 +143,7 @@ class EcsJsonRenderer:
         if EXTRA in self.static:
             return
         try:
-            body = orjson.dumps(self.static)
+            body = orjson.dumps(self._present)
         except TypeError:
             return
         if self.redactor is not None and self.redactor.holds_secret(body):
@@ -290,7 +293,7 @@ class EcsJsonRenderer:
             "@timestamp": self.clock(),
             "log.level": level,
             "message": message if message.__class__ is str else str(message),
-            **self.static,
+            **self._present,
         }
         if bound is _UNBOUND:
             bound = context._CONTEXT.get()
@@ -325,7 +328,7 @@ class EcsJsonRenderer:
     def failure(self, level: str, message: Any, exc: BaseException) -> bytes:
         """The minimal event written when an event could not be rendered."""
         try:
-            line = failure_line({"@timestamp": self.clock(), "log.level": level, "message": message}, self.static, exc)
+            line = failure_line({"@timestamp": self.clock(), "log.level": level, "message": message}, self._present, exc)
             return self.redactor.json_line(line) if self.redactor is not None else line
         except Exception:  # noqa: BLE001
             return b'{"message":"hvdlog could not render an event","tags":["_hvdlog_render_failure"]}\n'
