@@ -28,7 +28,7 @@ from hvdlog.cli.text import sentence
 from hvdlog.documents import Document, get_field, sort_key
 from hvdlog.layout import DEFAULT_ROOT
 from hvdlog.query.es import DEFAULT_INDEX, ElasticsearchSource
-from hvdlog.query.source import Source, SourceError, merged
+from hvdlog.query.source import Source, SourceError, failure_text, merged
 from hvdlog.query.spec import Condition, Filter, FilterError, parse_ranks, parse_steps, parse_time
 
 __all__ = [
@@ -127,7 +127,7 @@ class Run:
             read()
         except SourceError as exc:
             self.failures.append(f"{source.label}: {exc}")
-            warn(f"{source.label}: {exc}")
+            warn(failure_text(source.label, exc))
 
     def exit(self, found: bool) -> NoReturn:
         """grep's exit code: 2 if any source failed, else 0 when something was found, else 1."""

@@ -26,8 +26,9 @@ def timeline_analyses(run: Run, explicit: Sequence[str] = ()) -> dict[str | None
     analyses = from_paths(search, explicit, _warn)
     # Negotiation documents carry no rank, step, level or message pattern: only job, host and time filter them.
     spec = replace(run.spec, ranks=None, steps=None, min_level=None, pattern=None, any_of=NEGOTIATIONS)
+    unreadable = {failure.split(": ", 1)[0] for failure in run.failures}
     for source in run.sources:
-        if isinstance(source, ElasticsearchSource):
+        if isinstance(source, ElasticsearchSource) and source.label not in unreadable:  # already said once
             try:
                 found = from_documents(source.search(spec))
             except SourceError as exc:

@@ -207,7 +207,9 @@ def describe(exc: BaseException, url: str, doing: str, *, privileges: str = "the
         waited = f" within {timeout:g} s" if timeout is not None else ""
         text = f"{where} gave no answer{waited} while {doing}: is the cluster overloaded? (raise --timeout)"
     elif isinstance(exc, elastic_transport.ConnectionError):
-        text = f"cannot reach {where}: is it running, and are the scheme, host and port right? ({_reason(exc)})"
+        # urllib3 starts its reason with the connection's repr, the host and port a third time
+        reason = re.sub(r"^\w*Connection(Pool)?\(host='[^']*', port=\d+\): ", "", _reason(exc))
+        text = f"cannot reach {where}: is it running, and are the scheme, host and port right? ({reason})"
     elif isinstance(exc, elasticsearch.ApiError):
         text = f"{where} refused {doing} ({exc.meta.status}: {_reason(exc)})"
     else:

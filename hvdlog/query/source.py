@@ -17,7 +17,7 @@ from hvdlog.documents import sort_key
 from hvdlog.query.spec import Filter
 from hvdlog.types import Document, Warn
 
-__all__ = ["Source", "SourceError", "Warn", "merged", "stderr_warn"]
+__all__ = ["Source", "SourceError", "Warn", "failure_text", "merged", "stderr_warn"]
 
 #: Callback for partial failures: one sentence, printed on stderr by the CLI.
 
@@ -46,12 +46,20 @@ def stderr_warn(message: str) -> None:
     print(f"hvdlog: warning: {message}", file=sys.stderr)
 
 
+def failure_text(label: str, exc: BaseException) -> str:
+    """``label: exc``, without the label when the sentence already names the source (an
+    Elasticsearch error names its URL: said twice per line otherwise)."""
+    text = str(exc)
+    where = label.split(" ", 1)[-1]
+    return text if " " in label and where in text else f"{label}: {text}"
+
+
 def _guarded(source: Source, stream: Iterator[Document], failures: list[str], warn: Warn) -> Iterator[Document]:
     try:
         yield from stream
     except SourceError as exc:
         failures.append(f"{source.label}: {exc}")
-        warn(f"{source.label}: {exc}")
+        warn(failure_text(source.label, exc))
 
 
 def merged(
