@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
 from corpus.realworld import KNOWN_GAPS, RealCase, check_first_failure, library_answers, real_cases
 from support.variant_expectations import case_files, expected_under, materialise
 from support.variants import variants
@@ -72,20 +71,31 @@ def test_every_certain_answer_is_right(tmp_path: Path) -> None:
     assert wrong == []
 
 
-@pytest.mark.parametrize("case", _failing_cases(), ids=lambda case: case.id)
-def test_leave_one_family_out(case: RealCase) -> None:
+def test_leave_one_family_out() -> None:
     """With the family that recognises the culprit switched off, the safety net keeps the failure
-    visible, blames no rank the case does not expect, and is no surer than `possible`."""
-    expected = case.config["first_failure"]
-    (report,) = library_answers(case, "first_failure")
-    family = _family(report.get("culprit") or {})
-    if family is None:
-        pytest.skip(f"no table family recognised the culprit ({(report.get('culprit') or {}).get('kind')}, stall or launcher-named)")
-    with without_families(family):
-        errors = [doc for doc in library_answers(case, "documents") if doc.get("log", {}).get("level") in ("error", "critical")]
-        reports = library_answers(case, "first_failure")
-    assert errors, f"{family} off: no error document"
-    assert reports, f"{family} off: first-failure reports nothing"
-    blamed = set(reports[0].get("blamed_ranks") or [None])
-    assert blamed <= {*expected["blamed"], None}, f"{family} off: blamed {sorted(blamed, key=str)}, expected {expected['blamed']}"
-    assert reports[0].get("confidence") not in _SURE, f"{family} off: {reports[0].get('reasoning')} [{reports[0].get('confidence')}]"
+    visible, blames no rank the case does not expect, and is no surer than `possible`. Every
+    failing case is looked at; one whose culprit no table family recognised (an unrecognised
+    line already, a stall, a launcher's word) is counted apart, never skipped."""
+    checked: Counter[str] = Counter()
+    problems = []
+    for case in _failing_cases():
+        expected = case.config["first_failure"]
+        (report,) = library_answers(case, "first_failure")
+        family = _family(report.get("culprit") or {})
+        checked[family or "no family"] += 1
+        if family is None:
+            continue
+        with without_families(family):
+            errors = [doc for doc in library_answers(case, "documents") if doc.get("log", {}).get("level") in ("error", "critical")]
+            reports = library_answers(case, "first_failure")
+        blamed = set((reports[0].get("blamed_ranks") if reports else None) or [None])
+        if not errors:
+            problems.append(f"{case.id}: {family} off: no error document")
+        elif not reports:
+            problems.append(f"{case.id}: {family} off: first-failure reports nothing")
+        elif not blamed <= {*expected["blamed"], None}:
+            problems.append(f"{case.id}: {family} off: blamed {sorted(blamed, key=str)}, expected {expected['blamed']}")
+        elif reports[0].get("confidence") in _SURE:
+            problems.append(f"{case.id}: {family} off: {reports[0].get('reasoning')} [{reports[0].get('confidence')}]")
+    assert sum(count for family, count in checked.items() if family != "no family") >= 60, checked  # 66 when written
+    assert problems == [], (checked, problems)
