@@ -416,10 +416,11 @@ def _run_filebeat(root: Path, host: str, out: Path, expected: int, *, patience: 
 
 
 def _as_logstash_app(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The JSON events (hvdlog-events) as horovod-app.conf's date and ruby filters leave them
+    """The JSON events (hvdlog-events, hvdlog-timeline) as horovod-app.conf's (horovod-timeline.conf's)
+    date and ruby filters leave them
     (Filebeat decodes each line under ``hvdlog_event``; the pipeline puts it at the root except
     the fields the real path gives); the other inputs' events as Filebeat wrote them."""
-    app = [index for index, event in enumerate(events) if "hvdlog_events" in event.get("tags", [])]
+    app = [index for index, event in enumerate(events) if {"hvdlog_events", "hvdlog_timeline"} & set(event.get("tags", []))]
     for index, document in zip(app, through_app([events[index] for index in app]) if app else [], strict=True):
         events[index] = document
     return events
@@ -690,11 +691,16 @@ class TestTimelineInput:
         target.parent.mkdir(parents=True)
         records = negotiations_and_runs([Path(__file__).resolve().parents[1] / "timeline" / "gloo-straggler-rank1-nocache.json"])
         docs = list(documents(records, None, None))
-        target.write_bytes(b"".join(map(export_line, docs)))
+        # A line the job's user wrote into their own folder, claiming another job's path, job and host.
+        forged = {**docs[0], "log.file.path": str(root / "victimjob" / "victimhost" / "horovod-timeline.ndjson"),
+                  "job": "victimjob", "host.name": "victimhost"}
+        target.write_bytes(b"".join(map(export_line, docs)) + json.dumps(forged).encode() + b"\n")
         (tmp_path / "fb").mkdir()
-        events = _run_filebeat(root, host, tmp_path / "fb", len(docs))
-        assert len(events) == len(docs)
+        events = _run_filebeat(root, host, tmp_path / "fb", len(docs) + 1)
+        assert len(events) == len(docs) + 1
         shipped = sorted(events, key=lambda e: e["log"]["offset"])
+        assert (shipped[-1]["job"], shipped[-1]["host"]["name"], shipped[-1]["log"]["file"]["path"]) == ("job-tl", host, str(target))
+        shipped = shipped[:-1]
         for event, doc in zip(shipped, docs, strict=True):
             assert (event["job"], event["host"]["name"], event["tags"]) == ("job-tl", host, ["hvdlog_timeline"])
             assert event["horovod"]["timeline"]["tensor"] == doc["horovod.timeline.tensor"]
