@@ -302,8 +302,8 @@ class TestPaths:
             assert (fields["job"], fields["host.name"]) == (truth.job, truth.host)
             if truth.kind != "events":
                 assert fields["horovod.launcher.stream"] == truth.kind and fields["rank"] == truth.rank
-            else:  # an event's rank is its own, never the path's
-                assert "rank" not in fields
+            else:  # a rank file's name gives the rank (horovod_app.rb keeps it over the event's)
+                assert fields.get("rank") == truth.rank, path
 
     @pytest.mark.parametrize("name", ["pid-4242", "rank-unknown-pid4242"])
     def test_process_files(self, tmp_path: Path, name: str) -> None:
