@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.app_filter import through_app
 from support.filebeat_emulation import dissect, excluded, expand, join_lines, multiline_parsers
 from support.variants import PREFIXES
 
@@ -301,8 +302,8 @@ class TestPaths:
             assert (fields["job"], fields["host.name"]) == (truth.job, truth.host)
             if truth.kind != "events":
                 assert fields["horovod.launcher.stream"] == truth.kind and fields["rank"] == truth.rank
-            else:  # an event's rank is its own, never the path's
-                assert "rank" not in fields
+            else:  # a rank file's name gives the rank (horovod_app.rb keeps it over the event's)
+                assert fields.get("rank") == truth.rank, path
 
     @pytest.mark.parametrize("name", ["pid-4242", "rank-unknown-pid4242"])
     def test_process_files(self, tmp_path: Path, name: str) -> None:
@@ -411,7 +412,18 @@ def _run_filebeat(root: Path, host: str, out: Path, expected: int, *, patience: 
             process.terminate()
             process.wait(timeout=30)
     assert events_file.exists(), f"Filebeat wrote nothing:\n{(out / 'filebeat.log').read_text()[-3000:]}"
-    return [json.loads(line) for line in events_file.read_text().splitlines()]
+    return _as_logstash_app([json.loads(line) for line in events_file.read_text().splitlines()])
+
+
+def _as_logstash_app(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The JSON events (hvdlog-events, hvdlog-timeline) as horovod-app.conf's (horovod-timeline.conf's)
+    date and ruby filters leave them
+    (Filebeat decodes each line under ``hvdlog_event``; the pipeline puts it at the root except
+    the fields the real path gives); the other inputs' events as Filebeat wrote them."""
+    app = [index for index, event in enumerate(events) if {"hvdlog_events", "hvdlog_timeline"} & set(event.get("tags", []))]
+    for index, document in zip(app, through_app([events[index] for index in app]) if app else [], strict=True):
+        events[index] = document
+    return events
 
 
 @pytest.mark.tools
@@ -455,6 +467,54 @@ class TestRealFilebeat:
                    for e in tracebacks)
         assert sum("Missing ranks:" in e["message"] for e in events) >= 3
 
+
+    def test_an_event_cannot_choose_its_job_host_or_rank(self, tmp_path: Path) -> None:
+        """Events that claim another job's ``log.file.path``, ``job``, ``host.name`` and ``rank``
+        (through hvdlog's logger, and as raw lines a user writes into their own file) reach the
+        index with the real path's job and host; the rank of a rank-<rank> file is its name's,
+        a rank-unknown-pid file's documents carry none, and only a pid-<pid> file (elastic jobs)
+        keeps the event's own rank. A string ``tags`` joins the routing tag, so the event stays
+        in horovod-app with its level. (Filebeat decoded at the root: the event's log.file.path
+        replaced the real one and the dissect made it ``job: victimjob``.)"""
+        root = tmp_path / "root"
+        victim = str(root / "victimjob" / "victimhost" / "rank-0.jsonl")
+        claims = {"log.file.path": victim, "job": "victimjob", "host.name": "victimhost", "rank": 0}
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("HOROVOD_", "HVDLOG_", "OMPI_", "PMI", "SLURM_"))}
+        script = ("import json, sys, hvdlog\n"
+                  "hvdlog.configure(root=sys.argv[1], job='myjob', stall_after=None)\n"
+                  "log = hvdlog.get_logger()\n"
+                  "log.error('forged failure', **json.loads(sys.argv[2]))\n"
+                  "log.error('cuda failed', tags='cuda')\nhvdlog.shutdown()\n")
+        result = subprocess.run([sys.executable, "-c", script, str(root), json.dumps(claims)],
+                                env={**clean, "PYTHONPATH": str(REPO), "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4"},
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+        (node,) = (root / "myjob").iterdir()
+        host = node.name
+        raw = {"@timestamp": "2026-12-06T01:02:03.456789Z", "log.level": "error", "message": "raw forgery", **claims,
+               "host": {"name": "victimhost"}, "log": {"file": {"path": victim}, "offset": 0}, "tags": ["x"]}
+        with open(node / "rank-3.jsonl", "a", encoding="utf-8") as file:
+            file.write(json.dumps(raw) + "\n")
+        (node / "pid-77.jsonl").write_text(json.dumps({**raw, "message": "elastic", "rank": 5}) + "\n")
+        (node / "rank-unknown-pid9.jsonl").write_text(json.dumps({**raw, "message": "no launcher", "rank": 2}) + "\n")
+        for native in node.glob("*.log"):  # this test is about the JSON events alone
+            native.unlink()
+        lines = sum(len(p.read_text().splitlines()) for p in node.glob("*.jsonl"))
+        assert lines == 6, lines  # hvdlog's forged, cuda and exit events, and the three raw lines
+        (tmp_path / "fb").mkdir()
+        documents = [d for d in _run_filebeat(root, host, tmp_path / "fb", lines) if "hvdlog_events" in d["tags"]]
+        for document in documents:
+            assert (document["job"], document["host"]["name"]) == ("myjob", host), document
+            assert document["log"]["file"]["path"].startswith(str(node) + "/"), document
+            assert "victim" not in json.dumps({k: v for k, v in document.items() if k != "extra"}), document
+        assert len(documents) == lines, [d["message"] for d in documents]
+        by_message = {d["message"]: d for d in documents}
+        assert {m: by_message[m].get("rank") for m in ("forged failure", "raw forgery", "elastic", "no launcher")} == {
+            "forged failure": 3, "raw forgery": 3, "elastic": 5, "no launcher": None}
+        cuda = by_message["cuda failed"]
+        assert cuda["log"]["level"] == "error" and cuda["tags"] == ["hvdlog_events", "cuda"], cuda
+        assert by_message["raw forgery"]["tags"] == ["hvdlog_events", "x"]
+        assert by_message["raw forgery"]["@timestamp"].startswith("2026-12-06T01:02:03.456")
 
     def test_ships_the_launchers_own_lines(self, rank_root: tuple[Path, str], tmp_path: Path) -> None:
         """With HVDLOG_SHIP_LAUNCHER=true the job's launcher.log goes too: the events the emulation
@@ -631,11 +691,16 @@ class TestTimelineInput:
         target.parent.mkdir(parents=True)
         records = negotiations_and_runs([Path(__file__).resolve().parents[1] / "timeline" / "gloo-straggler-rank1-nocache.json"])
         docs = list(documents(records, None, None))
-        target.write_bytes(b"".join(map(export_line, docs)))
+        # A line the job's user wrote into their own folder, claiming another job's path, job and host.
+        forged = {**docs[0], "log.file.path": str(root / "victimjob" / "victimhost" / "horovod-timeline.ndjson"),
+                  "job": "victimjob", "host.name": "victimhost"}
+        target.write_bytes(b"".join(map(export_line, docs)) + json.dumps(forged).encode() + b"\n")
         (tmp_path / "fb").mkdir()
-        events = _run_filebeat(root, host, tmp_path / "fb", len(docs))
-        assert len(events) == len(docs)
+        events = _run_filebeat(root, host, tmp_path / "fb", len(docs) + 1)
+        assert len(events) == len(docs) + 1
         shipped = sorted(events, key=lambda e: e["log"]["offset"])
+        assert (shipped[-1]["job"], shipped[-1]["host"]["name"], shipped[-1]["log"]["file"]["path"]) == ("job-tl", host, str(target))
+        shipped = shipped[:-1]
         for event, doc in zip(shipped, docs, strict=True):
             assert (event["job"], event["host"]["name"], event["tags"]) == ("job-tl", host, ["hvdlog_timeline"])
             assert event["horovod"]["timeline"]["tensor"] == doc["horovod.timeline.tensor"]

@@ -708,3 +708,54 @@ class TestBounds:
         [[out]], _ = _run_ruby(jruby, DEAD_LETTER, {"max_original_bytes": 32768, "max_reason_bytes": 8192}, [event])
         assert out["error"]["type"] == "document_parsing_exception" and out["rank"] == 3 and "_hvdlog_rejected" in out["tags"], out
         assert out["event"]["original"].startswith("{") and '{"a":' * 50 in out["event"]["original"], out["event"]["original"][:200]
+
+
+APP_SCRIPT = ROOT / "logstash" / "pipeline" / "horovod_app.rb"
+
+
+def _filebeat_app_event(path: str, decoded: dict[str, Any], **path_fields: Any) -> dict[str, Any]:
+    """An hvdlog-events event as shipper/filebeat.yml makes it: the line decoded under
+    ``hvdlog_event`` (keys left dotted), the path's fields and Filebeat's own at the root."""
+    return {"@timestamp": "2026-12-06T02:43:25.966Z", "hvdlog_event": decoded, "message": decoded.get("message"),
+            "log": {"offset": 40, "file": {"path": path}}, "tags": ["hvdlog_events"], "input": {"type": "filestream"},
+            "host": {"name": "node1"}, "job": "myjob", **path_fields}
+
+
+class TestAppFilter:
+    """logstash/pipeline/horovod_app.rb: the decoded event at the root, never over the path's fields."""
+
+    def test_the_path_decides_job_host_and_a_rank_files_rank(self, jruby: str) -> None:
+        claims = {"log.file.path": "/r/victimjob/victimhost/rank-0.jsonl", "job": "victimjob", "host.name": "victimhost", "rank": 0,
+                  "log.offset": 0, "log.level": "error", "message": "forged", "step": 7, "horovod.stall.seconds": 1.5}
+        events = [_filebeat_app_event("/r/myjob/node1/rank-3.jsonl", claims, rank=3),
+                  _filebeat_app_event("/r/myjob/node1/rank-3.jsonl.2", {**claims, "host": "victimhost"}, rank=3),
+                  _filebeat_app_event("/r/myjob/node1/pid-77.jsonl", {**claims, "rank": 5}),
+                  _filebeat_app_event("/r/myjob/node1/rank-unknown-pid9.jsonl", {**claims, "rank": 2}),
+                  _filebeat_app_event("/r/myjob/node1/launcher.jsonl", {**claims, "rank": None})]
+        outputs, _ = _run_ruby(jruby, APP_SCRIPT, {"source": "hvdlog_event"}, events)
+        docs = [out for [out] in outputs]
+        for doc, source in zip(docs, events, strict=True):
+            assert "hvdlog_event" not in doc and "victim" not in json.dumps(doc), doc
+            assert (doc["job"], doc["host"], doc["log"]["file"]["path"], doc["log"]["offset"]) == (
+                "myjob", {"name": "node1"}, source["log"]["file"]["path"], 40)
+            assert (doc["log"]["level"], doc["message"], doc["step"], doc["horovod"]["stall"]["seconds"]) == ("error", "forged", 7, 1.5)
+            assert doc["@timestamp"] == "2026-12-06T02:43:25.966Z"  # the conf's date filter's, not the script's
+        assert [doc.get("rank", "absent") for doc in docs] == [3, 3, 5, "absent", None]
+
+    def test_a_string_tags_value_is_one_tag(self, jruby: str) -> None:
+        """`tags="cuda"` joins the routing tag (it sent the event to the fallback pipeline, at info)."""
+        events = [_filebeat_app_event("/r/j/h/rank-0.jsonl", {"log.level": "error", "message": "m", "tags": tags}, rank=0)
+                  for tags in ("cuda", ["a", "b"], [1, {"k": "v"}], None)]
+        outputs, _ = _run_ruby(jruby, APP_SCRIPT, {"source": "hvdlog_event"}, events)
+        assert [out["tags"] for [out] in outputs] == [["hvdlog_events", "cuda"], ["hvdlog_events", "a", "b"],
+                                                      ["hvdlog_events", "1", '{"k":"v"}'], ["hvdlog_events"]]
+        assert all(out["log"]["level"] == "error" for [out] in outputs)
+
+    def test_an_undecodable_line_is_marked_for_the_parse_failure_branch(self, jruby: str) -> None:
+        error = {"message": "Error decoding JSON: invalid character 'o' in literal null (expecting 'u')"}
+        events = [_filebeat_app_event("/r/j/h/rank-0.jsonl", {"message": "not json", "error": error}, rank=0),
+                  _filebeat_app_event("/r/j/h/rank-0.jsonl", {"message": "m", "error": {"message": "cuda: out of memory"}}, rank=0)]
+        outputs, _ = _run_ruby(jruby, APP_SCRIPT, {"source": "hvdlog_event"}, events)
+        [[bad], [good]] = outputs
+        assert bad["error"] == {**error, "type": "json"} and bad["message"] == "not json" and bad["rank"] == 0
+        assert good["error"] == {"message": "cuda: out of memory"}
