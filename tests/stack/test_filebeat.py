@@ -297,6 +297,9 @@ class TestPaths:
             if not readers:
                 continue
             fields = _path_fields(INPUTS[readers[0]], path, env)
+            if path.name == "launcher.jsonl":  # hvdlog run's exit record: the job's and the node's, no rank's
+                assert (fields["job"], fields["host.name"]) == (path.parent.parent.name, path.parent.name) and "rank" not in fields
+                continue
             truth = layout.parse_path(path)
             assert fields and truth, path
             assert (fields["job"], fields["host.name"]) == (truth.job, truth.host)
@@ -434,7 +437,8 @@ class TestRealFilebeat:
         """One event per JSON line and per emulated native event, fields from the path, nothing
         from the other node, and native messages exactly as the emulation joins them."""
         root, host = rank_root
-        mine = sorted(p for p in root.rglob("rank-*") if p.parent.name == host)
+        # the ranks' files and hvdlog run's exit record (<job>/<host>/launcher.jsonl) ship as ever
+        mine = sorted(p for p in [*root.rglob("rank-*"), *root.rglob("launcher.jsonl")] if p.parent.name == host)
         json_lines = {p: [json.loads(line) for line in p.read_text().splitlines()] for p in mine if p.suffix == ".jsonl"}
         native = {p: join_lines(p.read_text(), NATIVE_PARSERS) for p in mine if p.suffix == ".log"}
         expected = sum(map(len, json_lines.values())) + sum(map(len, native.values()))
@@ -449,7 +453,10 @@ class TestRealFilebeat:
             truth = layout.parse_path(path)
             assert [e["message"] for e in shipped] == [r["message"] for r in records]
             for event, record in zip(shipped, records, strict=True):
-                assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, record["rank"])
+                if truth is None:  # hvdlog run's exit record, <job>/<host>/launcher.jsonl: the job's and the node's, no rank's
+                    assert (event["job"], event["host"]["name"], event.get("rank")) == (path.parent.parent.name, path.parent.name, None)
+                else:
+                    assert (event["job"], event["host"]["name"], event["rank"]) == (truth.job, truth.host, record["rank"])
                 assert event["log"]["level"] == record["log.level"] and event["tags"] == ["hvdlog_events"]
                 assert event.get("step") == record.get("step") and event["event"]["dataset"] == record["event.dataset"]
                 # Filebeat keeps the event's own time (to the millisecond), not the read time.
@@ -530,7 +537,8 @@ class TestRealFilebeat:
         joined = join_lines(text, NATIVE_PARSERS)
         kept = [event for event in joined if not excluded(INPUTS["hvdlog-launcher"], event)]
         assert len(kept) < len(joined), "the real job's console had no worker line to leave out"
-        mine = sorted(p for p in root.rglob("rank-*") if p.parent.name == host)
+        # the ranks' files and hvdlog run's exit record (<job>/<host>/launcher.jsonl) ship as ever
+        mine = sorted(p for p in [*root.rglob("rank-*"), *root.rglob("launcher.jsonl")] if p.parent.name == host)
         theirs = sum(len(p.read_text().splitlines()) if p.suffix == ".jsonl" else len(join_lines(p.read_text(), NATIVE_PARSERS)) for p in mine)
         events = _run_filebeat(root, host, tmp_path, theirs + len(kept), settings={"HVDLOG_SHIP_LAUNCHER": "true"})
         shipped = sorted((e for e in events if e["log"]["file"]["path"] == str(launcher)), key=lambda e: e["log"]["offset"])
@@ -597,9 +605,10 @@ class TestRealFilebeat:
         assert [p.name.split(".", 1)[1] for p in files] == ["jsonl", "stderr.log", "stdout.log"], files
         pid = int(files[0].name.split(".")[0].removeprefix("rank-unknown-pid"))
         (tmp_path / "fb").mkdir()
-        events = _run_filebeat(root, host, tmp_path / "fb", 3)
+        events = _run_filebeat(root, host, tmp_path / "fb", 4)
         by_message = {e["message"].split("Z ", 1)[-1]: e for e in events}
-        assert set(by_message) == {"hello", "a plain print", "an error line"}, [e["message"] for e in events]
+        ended = "process exit: status 0 (the script ended)"  # the process's own exit record
+        assert set(by_message) == {"hello", "a plain print", "an error line", ended}, [e["message"] for e in events]
         for event in events:
             assert (event["job"], event["host"]["name"]) == ("solo", host), event
             assert event.get("rank") is None, event  # absent (native) or null (the event's own: no rank)
