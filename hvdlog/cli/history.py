@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from hvdlog.analyses.fingerprint import describe_fingerprint
 from hvdlog.analyses.history import History, JobRecord, analyse
-from hvdlog.cli.options import EXIT_FOUND, EXIT_NOTHING, fail, warn
+from hvdlog.cli.options import EXIT_FOUND, EXIT_NOTHING, fail, roots_or_default, warn
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.layout import DEFAULT_ROOT
 from hvdlog.query.spec import FilterError, parse_time
 
 __all__ = ["history", "read_records"]
@@ -34,13 +31,7 @@ def read_records(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, 
             return from_elasticsearch(source, cut)
         except SourceError as exc:
             fail(f"{source.label}: {exc}")
-    if not roots:
-        if not Path(DEFAULT_ROOT).is_dir():
-            fail(f"give a root, or run where {DEFAULT_ROOT}/ is")
-        roots = (DEFAULT_ROOT,)
-    missing = [root for root in roots if not Path(root).exists()]
-    if missing:
-        fail(f"{missing[0]}: no such file or directory")
+    roots = roots_or_default(roots)
     return from_roots(roots, warn, cut)
 
 

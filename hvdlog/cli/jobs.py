@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from hvdlog.analyses.jobs import JobRow, from_aggregation, from_files, jobs_query
-from hvdlog.cli.options import EXIT_ERROR, EXIT_FOUND, EXIT_NOTHING, Seconds, fail, warn
+from hvdlog.cli.options import EXIT_ERROR, EXIT_FOUND, EXIT_NOTHING, Seconds, fail, roots_or_default, warn
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.layout import DEFAULT_ROOT
 from hvdlog.query.spec import format_ranks
 
 __all__ = ["jobs"]
@@ -61,13 +58,7 @@ def jobs(roots: tuple[str, ...], es_url: str | None, es_ca: str | None, index: s
     if es_url:
         rows = _from_es(es_url, index, timeout, es_ca)
     else:
-        if not roots:
-            if not Path(DEFAULT_ROOT).is_dir():
-                fail(f"give a root, or run where {DEFAULT_ROOT}/ is")
-            roots = (DEFAULT_ROOT,)
-        missing = [root for root in roots if not Path(root).exists()]
-        if missing:
-            fail(f"{missing[0]}: no such file or directory")
+        roots = roots_or_default(roots)
         warned: list[str] = []
 
         def say(message: str) -> None:  # an unreadable path, a FIFO: named, and the exit status says so

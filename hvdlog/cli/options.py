@@ -67,6 +67,19 @@ def fail(message: str) -> NoReturn:
     sys.exit(EXIT_ERROR)
 
 
+def roots_or_default(roots: tuple[str, ...]) -> tuple[str, ...]:
+    """The roots a whole-root command reads: those given, else ``./hvdlog-logs``; a missing one
+    (or no default where it is run) is one sentence and exit 2."""
+    if not roots:
+        if not Path(DEFAULT_ROOT).is_dir():
+            fail(f"give a root, or run where {DEFAULT_ROOT}/ is")
+        roots = (DEFAULT_ROOT,)
+    missing = [root for root in roots if not Path(root).exists()]
+    if missing:
+        fail(f"{missing[0]}: no such file or directory")
+    return roots
+
+
 def _identity(doc: Document) -> tuple[Any, ...]:
     """What makes two documents the same event, whichever source holds it (paths differ between nodes)."""
     return tuple(repr(get_field(doc, name)) for name in ("@timestamp", "job", "rank", "host.name", "event.dataset", "message"))

@@ -321,12 +321,7 @@ class NativeCapture:
                 os.dup2(console, fd)
             self._continue_if_stopped()
             if self._running() is not None and self._read_ends:
-                try:
-                    os.write(self._control, b"flush\n")
-                except OSError:
-                    pass
-                else:
-                    self._flushed.wait(0.1 if self.stuck() else timeout)
+                self._ask_flush(timeout)
             self._continue_if_stopped()  # a stop that was still arriving
             self._stop_guard()
             self._report_drops()
@@ -335,6 +330,15 @@ class NativeCapture:
             self._read_ends.clear()
             self.console_fds.clear()
             self._control = -1
+
+    def _ask_flush(self, timeout: float) -> None:
+        """Ask the capture process to write out what the pipes hold; wait for it at most
+        ``timeout`` (0.1 s when it is stuck). A capture that is gone is not waited for."""
+        try:
+            os.write(self._control, b"flush\n")
+        except OSError:
+            return
+        self._flushed.wait(0.1 if self.stuck() else timeout)
 
     def linger(self, timeout: float = 0.8) -> None:
         """``shutdown()``: write out what is in the pipes and report drops now, while the rank's
@@ -352,12 +356,7 @@ class NativeCapture:
             self._continue_if_stopped()
             if self._running() is not None and self._read_ends:
                 self._flushed.clear()
-                try:
-                    os.write(self._control, b"flush\n")
-                except OSError:
-                    pass
-                else:
-                    self._flushed.wait(0.1 if self.stuck() else timeout)
+                self._ask_flush(timeout)
             self._continue_if_stopped()
             guard = self.guard
             if guard is not None:

@@ -593,13 +593,14 @@ def test_horovodrun_log_disk_fills_mid_training(tmp_path: Path) -> None:
 
 
 def test_grep_orders_native_and_json_events_by_time(tmp_path: Path) -> None:
-    """Native lines carry their arrival time, so `hvdlog grep` interleaves them with JSON events in real order."""
+    """Native lines carry their arrival time, so `hvdlog grep` interleaves them with JSON events in real order.
+    (A second between the writes: under load the capture process may read a line a few hundred ms late.)"""
     body = """
-    log.info('json 1'); time.sleep(0.2)
-    print('native print 2'); time.sleep(0.2)
-    log.warning('json 3'); time.sleep(0.2)
-    os.write(2, b'Traceback (most recent call last):\\n  File "x.py", line 1, in <module>\\nValueError: native 4\\n'); time.sleep(0.2)
-    log.error('json 5'); time.sleep(0.2)
+    log.info('json 1'); time.sleep(1.0)
+    print('native print 2'); time.sleep(1.0)
+    log.warning('json 3'); time.sleep(1.0)
+    os.write(2, b'Traceback (most recent call last):\\n  File "x.py", line 1, in <module>\\nValueError: native 4\\n'); time.sleep(1.0)
+    log.error('json 5'); time.sleep(1.0)
     print('native print 6')
     """
     result = run(tmp_path / "logs", body)
