@@ -7,7 +7,6 @@ launcher.log is redacted and private. Each test failed on the thread-based tee i
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -19,10 +18,10 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.tmpfs import tmpfs
 
 ARRIVAL = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ")
 TOKEN = "tok_9fA2xQ7mK3vL8pR1"  # noqa: S105 - a made-up secret the test looks for
@@ -55,17 +54,6 @@ def wait_for(path: Path, timeout: float = 60) -> bool:
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return path.exists()
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str) -> Iterator[Path]:
-    """A real small filesystem at ``path`` (needs root): fills up for real; always unmounted."""
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 class TestRedactionAndModes:

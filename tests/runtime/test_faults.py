@@ -27,6 +27,7 @@ from urllib.parse import quote, quote_plus
 import orjson
 import pytest
 from corpus.tools_required import horovodrun
+from support.tmpfs import tmpfs
 
 from hvdlog import layout
 
@@ -34,17 +35,6 @@ RANK_ENV = {"HOROVOD_RANK": "1", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_SIZE": "2",
 ARRIVAL = re.compile(rb"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ")
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="tmpfs mounts need root")  # the suite runs as root
-
-
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str = "256k") -> Iterator[Path]:
-    """A real small filesystem at ``path``: fills up for real; always unmounted."""
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 @pytest.fixture(name="small_disk")
