@@ -27,7 +27,6 @@ that shares its console are gone.
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib.util
 import json
 import os
@@ -45,15 +44,12 @@ if TYPE_CHECKING:  # for the checker only: at run time these are loaded by path 
     from hvdlog.runtime.secrets import Redactor
     from hvdlog.runtime.writer import RankFileWriter
 
-READ_SIZE = 65536
-MAX_LINE = 1 << 20  # a "line" longer than this without a newline is written in pieces
 _ARRIVAL_LENGTH = len("2026-11-30T14:35:49.123456Z ")
-_GONE = (errno.EPIPE, errno.EBADF, errno.EIO, errno.ENXIO)  # the console's reader or terminal went away
 
 
 def _ranks_tee() -> ModuleType:
     """The ranks' own capture script (``hvdlog/runtime/tee.py``, stdlib only), loaded by path as a
-    private module: its loader and its arrival stamp serve the launcher's console too."""
+    private module: its loader, its stream and its arrival stamp serve the launcher's console too."""
     path = Path(__file__).resolve().parent.parent / "runtime" / "tee.py"
     spec = importlib.util.spec_from_file_location("_hvdlog_run_tee_base", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
@@ -66,80 +62,31 @@ _TEE: Final = _ranks_tee()
 arrival_prefix: Final[Callable[[float], bytes]] = _TEE.arrival_prefix
 
 
-class Stream:
-    """One of the launcher's streams: pipe in, console and launcher.log out."""
+if TYPE_CHECKING:
+    from hvdlog.runtime.tee import Stream as _RankStream
+else:
+    _RankStream = _TEE.Stream
+
+
+class Stream(_RankStream):
+    """One of the launcher's streams: the ranks' stream (redaction, console, linear line
+    assembly), but every line gets its arrival time, and one batch write falls back to line
+    by line so a full disk keeps every line that fits."""
 
     def __init__(self, console: int, writer: RankFileWriter, redactor: Redactor | None, skip: re.Pattern[bytes] | None) -> None:
-        self.console, self.writer, self.redactor, self.skip = console, writer, redactor, skip
-        self.pending = b""  # may still be the start of a secret
-        self.partial = bytearray()  # the current line, not yet ended by a newline (amortised appends)
-        self.line_time: float | None = None  # when the current line's first byte arrived
+        super().__init__("launcher", -1, console, writer, redactor, status=lambda _message: None)
+        self.skip = skip
 
-    def feed(self, chunk: bytes, now: float) -> None:
-        if self.line_time is None:
-            self.line_time = now
-        data = self.pending + chunk
-        hold = 0
-        if self.redactor:
-            data = self.redactor(data)
-            hold = self.redactor.holdback(data)
-        out, self.pending = data[: len(data) - hold], data[len(data) - hold :]
-        if out:
-            self._console(out)
-            self._file(out, now)
-
-    def flush(self, now: float) -> None:
-        """At EOF: the held-back bytes and the unfinished line (a newline added in the file)."""
-        if self.pending:
-            self._console(self.pending)
-            self._file(self.pending, now)
-            self.pending = b""
-        if self.partial:
-            self._write([arrival_prefix(self.line_time or now) + bytes(self.partial) + b"\n"])
-            self.partial.clear()
-        self.line_time = None
-
-    def _file(self, out: bytes, now: float) -> None:
-        lines = []
-        arrived = self.line_time if self.line_time is not None else now
-        start = 0
-        while (end := out.find(b"\n", start)) != -1:
-            if self.partial:
-                self.partial += out[start : end + 1]
-                lines.append(arrival_prefix(arrived) + bytes(self.partial))
-                self.partial.clear()
-            else:
-                lines.append(arrival_prefix(arrived) + out[start : end + 1])
-            arrived, start = now, end + 1
-        self.partial += out[start:]
-        if len(self.partial) >= MAX_LINE:
-            lines.append(arrival_prefix(arrived) + bytes(self.partial) + b"\n")
-            self.partial.clear()
-            arrived = now
-        self.line_time = arrived if (self.partial or self.pending) else None
-        if lines:
-            self._write(lines)
+    def _stamp(self, line: bytes, arrived: float) -> bytes:
+        return arrival_prefix(arrived) + line
 
     def _write(self, lines: list[bytes]) -> None:
         if self.skip is not None:
             lines = [line for line in lines if not self.skip.match(line, _ARRIVAL_LENGTH)]
-        # One write for the batch; when it does not fit (a full disk) line by line, so the file
-        # keeps every line that fits and the count covers exactly the lines that did not.
+        # The counted drops cover exactly the lines that did not fit.
         if lines and not self.writer.write(b"".join(lines), count_drop=False):
             for line in lines:
                 self.writer.write(line)
-
-    def _console(self, data: bytes) -> None:
-        """Write through to the console; once it is gone, stop trying (the file still gets it all)."""
-        if self.console < 0:
-            return
-        view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(self.console, view) :]
-        except OSError as exc:
-            if exc.errno in _GONE:
-                self.console = -1
 
 
 def _drop_note(count: int, reason: str) -> bytes:
@@ -186,7 +133,7 @@ def main(spec: dict[str, Any]) -> int:
     while streams:
         for pipe, _ in poller.poll():
             try:
-                chunk = os.read(pipe, READ_SIZE)
+                chunk = os.read(pipe, _TEE.READ_SIZE)
             except OSError:
                 chunk = b""
             if chunk:

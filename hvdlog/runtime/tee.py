@@ -75,7 +75,7 @@ class Stream:
         self.name, self.pipe, self.console = name, pipe, console
         self.writer, self.redactor, self.status = writer, redactor, status
         self.pending = b""  # may still be the start of a secret
-        self.partial = b""  # the current line, not yet ended by a newline
+        self.partial = bytearray()  # the current line, not yet ended by a newline (amortised appends: linear time)
         self.line_time: float | None = None  # when the current line's first byte arrived
         self.tag = b""  # elastic jobs: ``[rank]<stream>:`` before each line (the file is the process's)
 
@@ -103,8 +103,8 @@ class Stream:
             self._file(self.pending, now)
             self.pending = b""
         if self.partial:
-            self._write([self._stamp(self.partial + b"\n", self.line_time or now)])
-            self.partial = b""
+            self._write([self._stamp(bytes(self.partial) + b"\n", self.line_time or now)])
+            self.partial.clear()
         self.line_time = None
 
     def _stamp(self, line: bytes, arrived: float) -> bytes:
@@ -115,12 +115,18 @@ class Stream:
         arrived = self.line_time if self.line_time is not None else now
         start = 0
         while (end := out.find(b"\n", start)) != -1:
-            lines.append(self._stamp(self.partial + out[start : end + 1], arrived))
-            self.partial, arrived, start = b"", now, end + 1
+            if self.partial:
+                self.partial += out[start : end + 1]
+                lines.append(self._stamp(bytes(self.partial), arrived))
+                self.partial.clear()
+            else:
+                lines.append(self._stamp(out[start : end + 1], arrived))
+            arrived, start = now, end + 1
         self.partial += out[start:]
         if len(self.partial) >= MAX_LINE:
-            lines.append(self._stamp(self.partial + b"\n", arrived))
-            self.partial, arrived = b"", now
+            lines.append(self._stamp(bytes(self.partial) + b"\n", arrived))
+            self.partial.clear()
+            arrived = now
         self.line_time = arrived if (self.partial or self.pending) else None
         if lines:
             self._write(lines)
