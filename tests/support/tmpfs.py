@@ -9,11 +9,17 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def tmpfs(path: Path, size: str = "256k") -> Iterator[Path]:
+def tmpfs(path: Path, size: str = "256k", mode: str | None = None) -> Iterator[Path]:
     """A real small filesystem at ``path`` (needs root): fills up for real; always unmounted."""
     path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True)
+    options = f"size={size}" + (f",mode={mode}" if mode else "")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], check=True)
     try:
         yield path
     finally:
         subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def read_only(path: Path) -> None:
+    """Remount the tmpfs at ``path`` read-only: a real read-only directory, even for root."""
+    subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)

@@ -16,13 +16,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from corpus.tools_required import horovodrun
+from support.tmpfs import read_only
+from support.tmpfs import tmpfs as real_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
 #: SIGINT is Ctrl-C's KeyboardInterrupt in the watcher whoever started the suite: a suite run as a
@@ -178,20 +180,9 @@ def _stamp(start: datetime, seconds: float) -> str:
     return (start + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@contextlib.contextmanager
-def tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
-    """A real small filesystem at ``path`` (needs root, as the suite runs); always unmounted."""
-    path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)], check=True)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
-
-
-def read_only(path: Path) -> None:
-    """Remount the tmpfs at ``path`` read-only: a real read-only directory, even for root."""
-    subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+def tmpfs(path: Path, size: str = "1m") -> contextlib.AbstractContextManager[Path]:
+    """A real small filesystem at ``path``, only for its owner (the watcher's spool dirs)."""
+    return real_tmpfs(path, size, mode="0700")
 
 
 def rank_events(root: Path, job: str, rank: int) -> list[dict[str, Any]]:
