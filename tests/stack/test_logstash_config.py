@@ -18,6 +18,9 @@ from hvdlog.parse.patterns import load_definitions
 
 LOGSTASH = Path(__file__).resolve().parents[2] / "logstash"
 CONFS = sorted((LOGSTASH / "pipeline").glob("*.conf"))
+NATIVE_SCRIPT = LOGSTASH / "pipeline" / "horovod_native.rb"
+# the ruby filter's parts, read into its context by horovod_native.rb (one per hvdlog/parse module)
+NATIVE_PARTS = sorted((LOGSTASH / "pipeline" / "horovod_native").glob("*.rb"))
 PIPELINES = yaml.safe_load((LOGSTASH / "pipelines.yml").read_text(encoding="utf-8"))
 
 
@@ -86,7 +89,7 @@ class TestOneSourceOfPatterns:
 
     def test_ruby_script_compiles_defined_patterns(self) -> None:
         """The ruby script compiles only patterns of the pattern file."""
-        script = (LOGSTASH / "pipeline" / "horovod_native.rb").read_text(encoding="utf-8")
+        script = "\n".join(path.read_text(encoding="utf-8") for path in [NATIVE_SCRIPT, *NATIVE_PARTS])
         used = set(re.findall(r'compile\("(\w+)"\)', script))
         assert used and used <= set(load_definitions())
 
@@ -113,6 +116,17 @@ class TestOneSourceOfPatterns:
             # untagged: a scheduler's prefix before a core header (HOROVOD_PREFIXED_CORE, expanded)
             f"^{definitions['HOROVOD_PREFIX_NOT_CORE']}(?:{definitions['HOROVOD_SCHEDULER_PREFIX']}){definitions['HOROVOD_PREFIXED_START']}",
         }
+
+
+class TestRubyLayout:
+    def test_parts_mirror_the_python_modules(self) -> None:
+        """The ruby filter loads exactly the files of horovod_native/, and each is named after the
+        hvdlog/parse module that does the same step (a new step goes in both, under one name)."""
+        listed = re.search(r"HOROVOD_NATIVE_PARTS = %w\[([^\]]*)\]", NATIVE_SCRIPT.read_text(encoding="utf-8"))
+        assert listed, "horovod_native.rb must list its parts in HOROVOD_NATIVE_PARTS"
+        assert sorted(listed.group(1).split()) == [part.stem for part in NATIVE_PARTS]
+        python = {module.stem for module in (Path(__file__).resolve().parents[2] / "hvdlog" / "parse").glob("*.py")}
+        assert {part.stem for part in NATIVE_PARTS} <= python
 
 
 class TestNativeOrder:

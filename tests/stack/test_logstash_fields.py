@@ -17,7 +17,8 @@ from hvdlog.parse.messages import MESSAGES_FILE
 from hvdlog.parse.patterns import compile_pattern, field_path, load_definitions
 
 LOGSTASH = Path(__file__).resolve().parents[2] / "logstash"
-SOURCES = [*sorted((LOGSTASH / "pipeline").glob("*.conf")), LOGSTASH / "pipeline" / "horovod_native.rb"]
+SOURCES = [*sorted((LOGSTASH / "pipeline").glob("*.conf")), LOGSTASH / "pipeline" / "horovod_native.rb",
+           *sorted((LOGSTASH / "pipeline" / "horovod_native").glob("*.rb"))]
 FIELD_REF = re.compile(r"(?<![\w\]])((?:\[[@\w.]+\])+)")
 TYPES: dict[str, tuple[type, ...]] = {
     "keyword": (str,), "text": (str,), "date": (str,), "integer": (int,), "long": (int,),
