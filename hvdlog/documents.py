@@ -46,21 +46,29 @@ def set_field(doc: Document, dotted: str, value: Any) -> None:
         node[leaf] = value
 
 
+@functools.lru_cache(maxsize=1024)
+def _steps(dotted: str) -> tuple[tuple[str, str], ...]:
+    """``a.b.c`` -> ``(("a", "b.c"), ("b", "c"))``: each object to descend into, and the dotted
+    rest a mixed document may hold as one key there (split once per name, not once per read)."""
+    parts = dotted.split(".")
+    return tuple((part, ".".join(parts[index + 1:])) for index, part in enumerate(parts[:-1])) + ((parts[-1], ""),)
+
+
 def get_field(doc: Mapping[str, Any], dotted: str, default: Any = None) -> Any:
     """Read a dotted field from a nested (or flat, or mixed) document."""
     if dotted in doc:
         return doc[dotted]
     node: Any = doc
-    parts = dotted.split(".")
-    for index, part in enumerate(parts):
-        if not isinstance(node, Mapping):
-            return default
-        rest = ".".join(parts[index:])
-        if rest in node:
-            return node[rest]
+    for part, rest in _steps(dotted):
         node = node.get(part, _MISSING)
         if node is _MISSING:
             return default
+        if not rest:
+            return node
+        if type(node) is not dict and not isinstance(node, Mapping):  # type(): the hot path skips the ABC check
+            return default
+        if rest in node:
+            return node[rest]
     return node
 
 

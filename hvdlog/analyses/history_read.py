@@ -11,8 +11,9 @@ Both read the same little per job, so ``history`` gives the same answers over bo
   writes one), or a ``top_hits`` of the same filter per job.
 
 Over Elasticsearch the server aggregates (composite pages of :data:`PAGE` jobs): what crosses
-the network is one bucket per job, plus, for the jobs with failure evidence, their hosts and
-that capped evidence; never the events. Over files, hosts are read for every job (the paths
+the network is one bucket per job (its name), plus, for the jobs with failure evidence, that
+capped evidence and one bucket per host (ranks, span, last step); never the events. The other
+jobs are only counted: nothing else of them enters the answers. Over files, hosts are read for every job (the paths
 say them for free); only failed jobs' hosts enter the answers.
 The fingerprint is not a stored field: it is computed here from the evidence, as
 ``first-failure`` does.
@@ -20,6 +21,7 @@ The fingerprint is not a stored field: it is computed here from the evidence, as
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -126,7 +128,7 @@ def _pages(source: Any, query: dict[str, Any], sources: list[dict[str, Any]], ag
         composite: dict[str, Any] = {"size": PAGE, "sources": sources}
         if after is not None:
             composite["after"] = after
-        answer = source.aggregate(query, {"page": {"composite": composite, "aggs": aggs}})["page"]
+        answer = source.aggregate(query, {"page": {"composite": composite, **({"aggs": aggs} if aggs else {})}})["page"]
         buckets += answer["buckets"]
         after = answer.get("after_key")
         if len(answer["buckets"]) < PAGE or after is None:
@@ -134,20 +136,21 @@ def _pages(source: Any, query: dict[str, Any], sources: list[dict[str, Any]], ag
 
 
 _BY_JOB: Final = [{"job": {"terms": {"field": "job"}}}]
+#: Job and host; a document without ``host.name`` still counts in its job's span.
+_BY_JOB_HOST: Final = [*_BY_JOB, {"host": {"terms": {"field": "host.name", "missing_bucket": True}}}]
 
 
 def history_aggregations() -> dict[str, dict[str, Any]]:
-    """The three aggregations, by what they read: every job's span and last step; the failure
-    evidence of the jobs that have any (the first :data:`EVIDENCE_PER_JOB` by time); and, for
-    those jobs only, how many ranks ran on each host."""
+    """The aggregations, by what they read: the failure evidence of the jobs that have any (the
+    first :data:`EVIDENCE_PER_JOB` by time); and, for those jobs only, their span, last step and
+    how many ranks ran on each host. Every other job is only counted (a composite of its name)."""
     from hvdlog.query.es_query import to_query
 
     return {
-        "span": {"first": {"min": {"field": "@timestamp"}}, "last": {"max": {"field": "@timestamp"}},
-                 "last_step": {"max": {"field": "step"}}},
         "evidence": {"first": {"top_hits": {"size": EVIDENCE_PER_JOB, "sort": [{"@timestamp": "asc"}]}}},
         "evidence_query": {"bool": {"filter": [to_query(Filter(any_of=FAILURE_EVENTS))], "must_not": [{"term": {"process.exit_code": 0}}]}},
-        "ranks": {"ranks": {"cardinality": {"field": "rank"}}},
+        "hosts": {"ranks": {"cardinality": {"field": "rank"}}, "first": {"min": {"field": "@timestamp"}},
+                  "last": {"max": {"field": "@timestamp"}}, "last_step": {"max": {"field": "step"}}},
     }
 
 
@@ -156,26 +159,42 @@ def _number(bucket: dict[str, Any], name: str) -> int | None:
     return int(value) if value is not None else None
 
 
+def _extreme(values: Iterable[int | None], pick: Callable[[list[int]], int]) -> int | None:
+    present = [value for value in values if value is not None]
+    return pick(present) if present else None
+
+
+def _facts(source: Any, jobs: list[str]) -> dict[str, tuple[dict[str, int], int | None, int | None, int | None]]:
+    """Per job: ranks per host, first and last time, last step (one bucket per job and host, :data:`PAGE` jobs a query)."""
+    buckets: dict[str, list[dict[str, Any]]] = {}
+    for start in range(0, len(jobs), PAGE):
+        query = {"terms": {"job": jobs[start:start + PAGE]}}
+        for bucket in _pages(source, query, _BY_JOB_HOST, history_aggregations()["hosts"]):
+            buckets.setdefault(str(bucket["key"]["job"]), []).append(bucket)
+    facts = {}
+    for job, found in buckets.items():
+        hosts = {str(bucket["key"]["host"]): int(bucket["ranks"]["value"]) for bucket in found
+                 if bucket["key"]["host"] is not None and bucket["ranks"]["value"]}
+        facts[job] = (hosts, _extreme((_number(bucket, "first") for bucket in found), min),
+                      _extreme((_number(bucket, "last") for bucket in found), max),
+                      _extreme((_number(bucket, "last_step") for bucket in found), max))
+    return facts
+
+
 def from_elasticsearch(source: Any, since: datetime | None = None) -> list[JobRecord]:
     """Every job in the index (``source``: an :class:`~hvdlog.query.es.ElasticsearchSource`).
 
-    Three composite aggregations, paged by :data:`PAGE` jobs: the spans of every job, then the
-    failure evidence and the hosts of the jobs that have evidence only (a finished job costs one
-    bucket). ``since``: jobs whose newest event is at or after it.
+    Three composite aggregations, paged by :data:`PAGE` jobs: the names of every job (with
+    ``since``: of those with an event at or after it, i.e. whose newest event is); the failure
+    evidence of the jobs that have any; and their hosts, spans and last steps. A job without
+    evidence costs one bucket of its name; history needs nothing else of it.
     """
     aggs = history_aggregations()
-    spans = {str(bucket["key"]["job"]): bucket for bucket in _pages(source, {"match_all": {}}, _BY_JOB, aggs["span"])}
-    if since is not None:
-        cut = since.timestamp() * 1000
-        spans = {job: bucket for job, bucket in spans.items() if (_number(bucket, "last") or 0) >= cut}
+    scope: dict[str, Any] = {"match_all": {}} if since is None else {
+        "range": {"@timestamp": {"gte": math.ceil(since.timestamp() * 1000), "format": "epoch_millis"}}}
+    names = {str(bucket["key"]["job"]) for bucket in _pages(source, scope, _BY_JOB, {})}
     evidence = {str(bucket["key"]["job"]): [hit["_source"] for hit in bucket["first"]["hits"]["hits"]]
-                for bucket in _pages(source, aggs["evidence_query"], _BY_JOB, aggs["evidence"]) if str(bucket["key"]["job"]) in spans}
-    hosts: dict[str, dict[str, int]] = {}
-    jobs = sorted(evidence)
-    for start in range(0, len(jobs), PAGE):
-        query = {"terms": {"job": jobs[start:start + PAGE]}}
-        for bucket in _pages(source, query, [*_BY_JOB, {"host": {"terms": {"field": "host.name"}}}], aggs["ranks"]):
-            if bucket["ranks"]["value"]:
-                hosts.setdefault(str(bucket["key"]["job"]), {})[str(bucket["key"]["host"])] = int(bucket["ranks"]["value"])
-    return [record_of(job, hosts.get(job, {}), _number(bucket, "first"), _number(bucket, "last"), _number(bucket, "last_step"),
-                      evidence.get(job, [])) for job, bucket in spans.items()]
+                for bucket in _pages(source, aggs["evidence_query"], _BY_JOB, aggs["evidence"]) if str(bucket["key"]["job"]) in names}
+    facts = _facts(source, sorted(evidence))
+    records = [record_of(job, *facts.get(job, ({}, None, None, None)), evidence[job]) for job in sorted(evidence)]
+    return records + [JobRecord(job) for job in sorted(names - set(evidence))]

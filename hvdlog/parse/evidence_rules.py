@@ -54,14 +54,20 @@ class EvidenceRule:
 
     def fields_of(self, doc: Mapping[str, Any]) -> dict[str, Any] | None:
         """The evidence fields for ``doc`` (flat or nested), or None when the rule does not apply."""
-        if not self.any_level and get_field(doc, "log.level") not in _SEVERE:
+        return self.match(doc, _Fields(doc))
+
+    def match(self, doc: Mapping[str, Any], read: Mapping[str, Any]) -> dict[str, Any] | None:
+        """:meth:`fields_of` with ``doc``'s fields read through ``read`` (dotted name -> value,
+        None when absent), which one document's rules share: each field is looked up once."""
+        if not self.any_level and read["log.level"] not in _SEVERE:
             return None
-        if self.has is not None and get_field(doc, self.has) is None:
+        if self.has is not None and read[self.has] is None:
             return None
-        if self.lacks is not None and get_field(doc, self.lacks) is not None:
+        if self.lacks is not None and read[self.lacks] is not None:
             return None
-        if any(get_field(doc, name) not in values for name, values in self.when):
-            return None
+        for name, values in self.when:
+            if read[name] not in values:
+                return None
         captured: dict[str, Any] = {}
         if self.pattern is not None:
             message = doc.get("message")
@@ -71,10 +77,24 @@ class EvidenceRule:
             captured = found
         fields: dict[str, Any] = {KIND: self.kind, SOURCE: self.source}
         if self.rank is not None:
-            rank = captured.get(self.rank, get_field(doc, self.rank))
+            rank = captured.get(self.rank, read[self.rank])
             if isinstance(rank, int) and not isinstance(rank, bool) and rank >= 0:
                 fields[RANK] = rank
         return fields
+
+
+class _Fields(dict[str, Any]):
+    """One document's dotted fields, each read once, on first use."""
+
+    __slots__ = ("_doc",)
+
+    def __init__(self, doc: Mapping[str, Any]) -> None:
+        super().__init__()
+        self._doc = doc
+
+    def __missing__(self, name: str) -> Any:
+        value = self[name] = get_field(self._doc, name)
+        return value
 
 
 def _rule(row: Mapping[str, Any], path: Path) -> EvidenceRule:
@@ -114,7 +134,8 @@ def _any_level_gate(path: Path = MESSAGES_FILE) -> re.Pattern[str] | None:
 
 def evidence_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The evidence fields the first matching rule gives ``doc`` (empty: no evidence)."""
-    if get_field(doc, "log.level") in _SEVERE:
+    read = _Fields(doc)
+    if read["log.level"] in _SEVERE:
         rules = evidence_rules()
     else:
         gate, message = _any_level_gate(), doc.get("message")
@@ -122,7 +143,7 @@ def evidence_fields(doc: Mapping[str, Any]) -> dict[str, Any]:
             return {}
         rules = _any_level_rules()
     for rule in rules:
-        fields = rule.fields_of(doc)
+        fields = rule.match(doc, read)
         if fields is not None:
             return fields
     return {}

@@ -115,6 +115,8 @@ def test_history_over_elasticsearch_gives_the_files_answers(seeded: tuple[Path, 
         over_es = history_json("--es", es_url, "--index", index)
         check_planted(over_es, kinds)
         assert over_es == history_json(str(root))
+        since = "2026-11-02T12:00:00Z"
+        assert history_json("--es", es_url, "--index", index, "--since", since) == history_json("--since", since, str(root))
         bad, good = kinds["bug"][0], kinds["ok"][-1]
         runner = CliRunner()
         files = runner.invoke(cli, ["diff", "--json", str(root / bad), str(root / good)])
