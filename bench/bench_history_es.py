@@ -1,4 +1,5 @@
-"""``hvdlog history --es`` over 10,000 jobs: whole-call time (p50 of repeats) and bytes received.
+"""``hvdlog history --es`` over 10,000 jobs: whole-call time (p50 of repeats), CPU seconds of the
+client and of the server (the part a loaded machine cannot inflate), and bytes received.
 
     HVDLOG_ES_HOME=~/.cache/hvdlog/elasticsearch-8.19.21 python bench/bench_history_es.py [--jobs 10000] [--repeats 5]
 
@@ -12,6 +13,7 @@ Elasticsearch (or ``--es URL``). The answer is checked: the bad host is the one 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -71,21 +73,46 @@ def index(url: str, docs: list[dict[str, Any]]) -> None:
     es.close()
 
 
-def measure(url: str, repeats: int) -> None:
+def _server_cpu(root: int | None) -> float | None:
+    """CPU seconds used so far by ``root`` and its descendants (the server JVM), from /proc; None elsewhere."""
+    if root is None or not Path("/proc").is_dir():
+        return None
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    family, grew = {root}, True
+    while grew:
+        more = {pid for pid, (parent, _) in stats.items() if parent in family} - family
+        family |= more
+        grew = bool(more)
+    return sum(stats[pid][1] for pid in family if pid in stats)
+
+
+def measure(url: str, repeats: int, server_pid: int | None = None) -> None:
     from hvdlog.analyses.history import analyse
     from hvdlog.analyses.history_read import from_elasticsearch
     from hvdlog.query.es import ElasticsearchSource
 
-    times = []
+    times, client, server = [], [], []
     for _ in range(repeats):
         source = ElasticsearchSource(url, index=INDEX, timeout=60)
-        started = time.perf_counter()
+        before = _server_cpu(server_pid)
+        cpu, started = time.process_time(), time.perf_counter()
         found = analyse(from_elasticsearch(source))
         times.append(time.perf_counter() - started)
+        client.append(time.process_time() - cpu)
+        if before is not None and (after := _server_cpu(server_pid)) is not None:
+            server.append(after - before)
     print(f"{found.jobs} jobs, {found.failed} failed; suspects {[entry['host'] for entry in found.suspect_hosts]}; "
           f"recurring {[(entry['fingerprint']['error_type'], entry['count']) for entry in found.recurring]}")
     print(f"history --es: p50 {statistics.median(times):.2f} s, min {min(times):.2f} s, max {max(times):.2f} s over {repeats} runs; "
-          f"{source.requests} requests, {source.bytes_received / 1e6:.1f} MB received")
+          f"{source.requests} requests, {source.bytes_received / 1e6:.1f} MB received; load average {os.getloadavg()[0]:.1f}")
+    print(f"CPU per call (p50): client {statistics.median(client):.2f} s" +
+          (f", server {statistics.median(server):.2f} s" if server else " (server: not measured, --es)"))
     assert [entry["host"] for entry in found.suspect_hosts] == ["gpu007"], found.suspect_hosts
 
 
@@ -108,7 +135,7 @@ def main() -> None:
         started = time.perf_counter()
         index(server.url, docs)
         print(f"indexed in {time.perf_counter() - started:.0f} s")
-        measure(server.url, args.repeats)
+        measure(server.url, args.repeats, server.process.pid if server.process else None)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def _steps(dotted: str) -> tuple[tuple[str, str], ...]:
     """``a.b.c`` -> ``(("a", "b.c"), ("b", "c"))``: each object to descend into, and the dotted
     rest a mixed document may hold as one key there (split once per name, not once per read)."""
     parts = dotted.split(".")
-    return tuple((part, ".".join(parts[index + 1:])) for index, part in enumerate(parts[:-1])) + ((parts[-1], ""),)
+    return tuple((part, ".".join(parts[index + 1:])) for index, part in enumerate(parts))
 
 
 def get_field(doc: Mapping[str, Any], dotted: str, default: Any = None) -> Any:

@@ -135,9 +135,9 @@ def _pages(source: Any, query: dict[str, Any], sources: list[dict[str, Any]], ag
             return buckets
 
 
-_BY_JOB: Final = [{"job": {"terms": {"field": "job"}}}]
+_BY_JOB: Final[list[dict[str, Any]]] = [{"job": {"terms": {"field": "job"}}}]
 #: Job and host; a document without ``host.name`` still counts in its job's span.
-_BY_JOB_HOST: Final = [*_BY_JOB, {"host": {"terms": {"field": "host.name", "missing_bucket": True}}}]
+_BY_JOB_HOST: Final[list[dict[str, Any]]] = [*_BY_JOB, {"host": {"terms": {"field": "host.name", "missing_bucket": True}}}]
 
 
 def history_aggregations() -> dict[str, dict[str, Any]]:

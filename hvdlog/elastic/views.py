@@ -16,6 +16,7 @@ from hvdlog.fields import CORE_DATASET, LEVELS, REJECTED_DATASET, TIMELINE_DATAS
 __all__ = [
     "CHARTS",
     "DASHBOARD",
+    "OWN_FAILURE",
     "SEARCHES",
     "Average",
     "Bucket",
@@ -163,6 +164,14 @@ class Dashboard:
     refresh_ms: int = 30_000
 
 
+#: A rank's own failure: an uncaught exception other than Horovod's shutdown, which the other
+#: ranks raise because one failed (first-failure's "collateral"; the failure model,
+#: docs/failure-model.md, decides from all the evidence, this query from one event).
+OWN_FAILURE: Final = (
+    'event.action:uncaught_exception AND NOT error.type:"horovod.common.exceptions.HorovodInternalError"'
+    ' AND NOT message:"Horovod has been shut down"'
+)
+
 SEARCHES: Final = (
     SavedSearch(
         "errors-by-rank",
@@ -235,6 +244,15 @@ SEARCHES: Final = (
         "Events at level error or above, newest first, with the exception type.",
         level_query("error"),
         ("rank", "host.name", "step", "error.type", "message"),
+    ),
+    SavedSearch(
+        "failures",
+        "Failures across jobs",
+        "Every rank's own uncaught exception, newest first, across jobs: the job, where it ran, the exception."
+        " The shutdown the other ranks raise because of it is left out. `hvdlog history` groups them by"
+        " fingerprint and tests hosts for being behind more failures than their share.",
+        OWN_FAILURE,
+        ("job", "host.name", "rank", "step", "error.type", "error.message"),
     ),
     SavedSearch(
         "rejected-events",
@@ -311,6 +329,18 @@ CHARTS: Final = (
         ),
         query="event.action:resources",
         table_sort=(0, "asc"),
+    ),
+    Chart(
+        "failures-by-host",
+        "Failures by host",
+        "Across jobs: how many ranks' own uncaught exceptions (not Horovod's shutdown on the other ranks) each host"
+        " ran, and the latest. A host far above the others is a suspect; `hvdlog history` weighs it against its"
+        " share of ranks.",
+        "table",
+        (Terms("host.name", "Host", size=1000),),
+        (Count("Failures"), Max("@timestamp", "Last failure")),
+        query=OWN_FAILURE,
+        table_sort=(1, "desc"),
     ),
 )
 

@@ -41,6 +41,7 @@ EXPECTED_IDS = [
     ("search", "hvdlog-horovod-debug-by-rank"),
     ("search", "hvdlog-job-timeline"),
     ("search", "hvdlog-latest-errors"),
+    ("search", "hvdlog-failures"),
     ("search", "hvdlog-rejected-events"),
     ("lens", "hvdlog-events-by-level"),
     ("lens", "hvdlog-errors-by-rank-chart"),
@@ -48,6 +49,7 @@ EXPECTED_IDS = [
     ("lens", "hvdlog-who-made-the-collective-wait"),
     ("lens", "hvdlog-step-time-per-rank"),
     ("lens", "hvdlog-resources-per-rank"),
+    ("lens", "hvdlog-failures-by-host"),
     ("dashboard", "hvdlog-horovod-training"),
 ]
 
@@ -207,6 +209,12 @@ def _is_error(doc: Document) -> bool:
     return level_at_least(get_field(doc, "log.level"), "error")
 
 
+def _own_failure(doc: Document) -> bool:
+    """A rank's own uncaught exception: not the HorovodInternalError every other rank raises after it."""
+    return (get_field(doc, "event.action") == "uncaught_exception" and not str(get_field(doc, "error.type")).endswith("HorovodInternalError")
+            and "Horovod has been shut down" not in str(doc.get("message")))
+
+
 #: Independent Python statements of what each saved search means, and its order.
 SEARCH_EXPECTATIONS = {
     "errors-by-rank": (_is_error, lambda d: (d["rank"], d["@timestamp"])),
@@ -220,6 +228,7 @@ SEARCH_EXPECTATIONS = {
     ),
     "job-timeline": (lambda d: True, lambda d: d["@timestamp"]),
     "latest-errors": (_is_error, lambda d: _negated_time(d["@timestamp"])),
+    "failures": (_own_failure, lambda d: _negated_time(d["@timestamp"])),
 }
 
 
@@ -301,3 +310,19 @@ class TestQueriesOnCorpus:
         if selection.get("job") == [JOB_DEMO]:
             steps = {rank: step for rank, (step, _) in expected.items()}
             assert min(steps, key=steps.get) == STRAGGLER, steps
+
+    @pytest.mark.parametrize("selection", SELECTIONS, ids=["no-selection", "job", "job-ranks", "other-job"])
+    def test_failures_by_host(self, es: Any, indexed: dict[str, Document], selection: dict[str, list[Any]]) -> None:
+        """Failures by host: per host, the ranks' own uncaught exceptions (not the collateral HorovodInternalError) and the latest one."""
+        lens = _by_id()["hvdlog-failures-by-host"]
+        rows = lens_rows(lens, _search(es, lens_request(lens, _control_filters(selection))))
+        expected: dict[str, tuple[int, float]] = {}
+        for doc in indexed.values():
+            if _own_failure(doc) and _selected(doc, selection):
+                host = get_field(doc, "host.name")
+                count, last = expected.get(host, (0, 0.0))
+                expected[host] = (count + 1, max(last, _epoch_ms(doc["@timestamp"])))
+        assert {row["Host"]: (row["Failures"], row["Last failure"]) for row in rows} == expected
+        if not selection or selection.get("job") == [JOB_DEMO]:
+            assert set(expected) == {"node2"}  # the straggler's host; rank 0's shutdown on node1 is not counted
+        assert any(get_field(d, "error.type", "").endswith("HorovodInternalError") for d in indexed.values())

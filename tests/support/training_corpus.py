@@ -99,6 +99,11 @@ def _demo(clock: _Clock, out: list[dict[str, Any]]) -> None:
     job.event(STRAGGLER, "critical", "uncaught exception", step=14, **{
         "event.action": "uncaught_exception", "error.type": "RuntimeError", "error.message": "injected fault on rank 4",
         "error.stack_trace": 'Traceback (most recent call last):\n  File "train.py", line 80, in main\nRuntimeError: injected fault on rank 4'})
+    # Horovod's shutdown as the training script sees it: an uncaught exception too, but collateral.
+    job.event(0, "critical", "uncaught exception", step=15, **{
+        "event.action": "uncaught_exception", "error.type": "horovod.common.exceptions.HorovodInternalError",
+        "error.message": "Horovod has been shut down. This was caused by an exception on one of the ranks or an asynchronous"
+                         " operation that was canceled"})
     for rank in range(job.size):
         if rank != STRAGGLER:
             job.event(rank, "error", "Horovod has been shut down. This was caused by an exception on one of the ranks.", "horovod.core",
