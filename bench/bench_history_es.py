@@ -2,6 +2,7 @@
 client and of the server (the part a loaded machine cannot inflate), and bytes received.
 
     HVDLOG_ES_HOME=~/.cache/hvdlog/elasticsearch-8.19.21 python bench/bench_history_es.py [--jobs 10000] [--repeats 5]
+    python bench/bench_history_es.py --es URL [--es-pid PID] [--indexed]   # a server of your own
 
 Jobs of 8 ranks on 8 of 64 hosts, one step each (the aggregation's cost grows with jobs and
 hosts; events only feed min/max/cardinality), 20 % failed: an ECC error on one bad host,
@@ -79,6 +80,8 @@ def _server_cpu(root: int | None) -> float | None:
         return None
     stats = {}
     for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
@@ -121,13 +124,18 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--es", help="an Elasticsearch to use instead of a throw-away one")
+    parser.add_argument("--es-pid", type=int, help="with --es: the server's process id, to measure its CPU (a local server)")
+    parser.add_argument("--indexed", action="store_true", help="with --es: the documents are there already (an earlier run)")
     args = parser.parse_args()
+    if args.es and args.indexed:
+        measure(args.es, args.repeats, args.es_pid)
+        return
     started = time.perf_counter()
     docs = documents(args.jobs)
     print(f"{len(docs)} documents for {args.jobs} jobs made in {time.perf_counter() - started:.0f} s")
     if args.es:
         index(args.es, docs)
-        measure(args.es, args.repeats)
+        measure(args.es, args.repeats, args.es_pid)
         return
     from support.elasticsearch import ElasticsearchServer
 
