@@ -106,24 +106,25 @@ def test_history_over_elasticsearch_gives_the_files_answers(seeded: tuple[Path, 
     root, kinds = seeded
     index = "hvdlog-history-seeded"
     es = Elasticsearch(es_url, request_timeout=60)
+    # --timeout 120 on every --es call: a loaded 2-core machine once took more than the default 10 s to aggregate.
     try:
         es.options(ignore_status=404).indices.delete(index=index)
         es.indices.create(index=index, mappings=mappings(), settings={"number_of_shards": 2, "number_of_replicas": 0})
         docs = list(parse_paths([str(path) for path in sorted(root.rglob("*.jsonl"))]))
         ok, errors = bulk(es, ({"_index": index, "_source": doc} for doc in docs), refresh="wait_for", raise_on_error=False)
         assert not errors and ok == len(docs)
-        over_es = history_json("--es", es_url, "--index", index)
+        over_es = history_json("--es", es_url, "--index", index, "--timeout", "120")
         check_planted(over_es, kinds)
         assert over_es == history_json(str(root))
         since = "2026-11-02T12:00:00Z"
-        assert history_json("--es", es_url, "--index", index, "--since", since) == history_json("--since", since, str(root))
+        assert history_json("--es", es_url, "--index", index, "--timeout", "120", "--since", since) == history_json("--since", since, str(root))
         bad, good = kinds["bug"][0], kinds["ok"][-1]
         runner = CliRunner()
         files = runner.invoke(cli, ["diff", "--json", str(root / bad), str(root / good)])
-        cluster = runner.invoke(cli, ["diff", "--json", "--es", es_url, "--index", index, bad, good])
+        cluster = runner.invoke(cli, ["diff", "--json", "--es", es_url, "--index", index, "--timeout", "120", bad, good])
         assert files.exit_code == cluster.exit_code == 0, cluster.output
         assert json.loads(files.output)["templates"] == json.loads(cluster.output)["templates"]
-        chosen = json.loads(runner.invoke(cli, ["diff", "--json", "--es", es_url, "--index", index, bad]).output)
+        chosen = json.loads(runner.invoke(cli, ["diff", "--json", "--es", es_url, "--index", index, "--timeout", "120", bad]).output)
         assert chosen["good"] == max(kinds["ok"]) and "in the cluster" in chosen["good_chosen"]
     finally:
         es.options(ignore_status=404).indices.delete(index=index)
