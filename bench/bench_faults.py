@@ -2,15 +2,18 @@
 
     python bench/bench_faults.py [--runs 5] [--healthy 20] [--faults kill,stop,...] [--busy 2] [--json]
 
-Each run is a real ``horovodrun --gloo -np 2 python training/train.py`` job with one fault from
-training/train.py's flags on rank 1 (a crash, SIGKILL, a hang outside any collective, a hang in the
-data loader, divergent tensors, SIGSTOP, an input and a compute straggler), watched by ``hvdlog
-watch --json`` from before the job starts; ``--busy N`` busy processes run beside it (the issue's
-"under load"). Per run: the latency from the fault's own timestamp (its ``injected fault``/``injected
-hang`` event) to the first firing alert, whether that alert names rank 1 (culprit), and whether its
-kind and, for a stall, the hang class of ``hvdlog stalls`` are the fault's (class). Healthy runs
-count firing alerts (false alerts). Per fault: p50 and p95 latency over the runs and the
-accuracies. Prints a markdown table (``--json``: one document per run).
+Each run is a real ``horovodrun --gloo -np 2 python training/train.py`` job (3 ranks for divergence)
+with one fault from training/train.py's flags on rank 1 (a crash, SIGKILL, a hang outside any
+collective, a hang in the data loader, divergent tensors, SIGSTOP, a stopped capture process, an
+input and a compute straggler), or an elastic launch of training/elastic_train.py whose rank 1 is
+SIGKILLed and which recovers; each is watched by ``hvdlog watch --json`` from before the job
+starts; ``--busy N`` busy processes run beside it (the issue's "under load"). Per run: the latency
+from the fault's own timestamp (its ``injected ...``/``killing this worker`` event) to the first
+firing alert, whether that alert names rank 1 (culprit), and whether its kind and class are the
+fault's (class: the hang class the stall alert says; for the elastic job, the outcome its
+job_finished alert says, ``recovered``). Healthy runs count firing alerts (false alerts). Per
+fault: p50 and p95 latency over the runs and the accuracies. Prints a markdown table (``--json``:
+one document per run) and the machine, the load seen and the wall time of the whole matrix.
 """
 
 from __future__ import annotations
@@ -21,32 +24,53 @@ import multiprocessing
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_grep import machine  # noqa: E402
 
 STALL_AFTER = 3.0
-#: fault -> (train.py flags, the alert kind expected, the hang class expected for a stall alert).
-FAULTS: dict[str, tuple[tuple[str, ...], str, str | None]] = {
-    "crash": (("--crash-rank", "1", "--crash-at-step", "5"), "failure", None),
-    "kill": (("--fault", "kill"), "failure", None),
-    "hang": (("--hang-rank", "1", "--hang-at-step", "5", "--hang-seconds", "600"), "stall", "culprit_outside"),
-    "loader-hang": (("--fault", "loader-hang", "--hang-seconds", "600"), "stall", "culprit_outside"),
-    "diverge": (("--fault", "diverge"), "stall", "divergence"),
-    "stop": (("--fault", "stop"), "stall", "dead_or_silent"),
-    "input-straggler": (("--fault", "input-straggler", "--straggler-delay", "0.3"), "straggler", None),
-    "compute-straggler": (("--fault", "compute-straggler", "--straggler-delay", "0.3"), "straggler", None),
+
+
+class Fault(NamedTuple):
+    """One fault of the matrix: the script's flags, the first alert expected, and what the class is judged on."""
+
+    flags: tuple[str, ...]
+    #: The first alert's kind.
+    kind: str
+    #: A stall: the hang class the alert must say. An elastic job: the outcome of its job_finished alert.
+    klass: str | None = None
+    ranks: int = 2
+    elastic: bool = False
+
+
+#: fault -> how it is made and what is expected. Divergence runs 3 ranks: with 2, each waits for a tensor the
+#: other never submits and no rank is the odd one out (the class is right, the culprit cannot be told).
+FAULTS: dict[str, Fault] = {
+    "crash": Fault(("--crash-rank", "1", "--crash-at-step", "5"), "failure"),
+    "kill": Fault(("--fault", "kill"), "failure"),
+    "hang": Fault(("--hang-rank", "1", "--hang-at-step", "5", "--hang-seconds", "600"), "stall", "culprit_outside"),
+    "loader-hang": Fault(("--fault", "loader-hang", "--hang-seconds", "600"), "stall", "culprit_outside"),
+    "diverge": Fault(("--fault", "diverge"), "stall", "divergence", ranks=3),
+    "stop": Fault(("--fault", "stop"), "stall", "dead_or_silent"),
+    "capture-stuck": Fault(("--fault", "capture-stuck", "--hang-seconds", "600"), "stall", "capture_stuck"),
+    "elastic-reset": Fault(("--kill-rank", "1", "--kill-at-step", "5", "--step-seconds", "0.2"), "failure", "recovered", elastic=True),
+    "input-straggler": Fault(("--fault", "input-straggler", "--straggler-delay", "0.3"), "straggler"),
+    "compute-straggler": Fault(("--fault", "compute-straggler", "--straggler-delay", "0.3"), "straggler"),
 }
+#: The fault's own event on rank 1, the benchmark's time zero.
+_FAULT_MARKS = (b'"injected ', b"InjectedFault", b"killing this worker")
 
 
 @dataclass
@@ -59,6 +83,9 @@ class Outcome:
     class_ok: bool
     alert: str
     false_alerts: int = 0
+    #: The run's own wall time (job start to its end or first alert) and the 1-minute load average at its start.
+    wall_s: float = 0.0
+    load1: float = 0.0
 
 
 def _env() -> dict[str, str]:
@@ -70,21 +97,27 @@ def _seconds(stamp: str) -> float:
 
 
 def _fault_time(root: Path, job: str) -> float | None:
-    """The fault's own timestamp: rank 1's ``injected ...`` event."""
-    for path in root.glob(f"{job}/*/rank-1.jsonl"):
+    """The fault's own timestamp: rank 1's ``injected ...`` (``killing this worker``) event. An elastic job's files
+    are the processes' (``pid-N.jsonl``), so every events file is read and the rank is the event's own."""
+    for path in root.glob(f"{job}/*/*.jsonl"):
         for line in path.read_bytes().splitlines():
-            if b'"injected ' in line or b"InjectedFault" in line:  # --crash-rank logs only its uncaught exception
+            if any(mark in line for mark in _FAULT_MARKS):  # --crash-rank logs only its uncaught exception
                 event = json.loads(line)
-                if str(event.get("message", "")).startswith("injected") or "InjectedFault" in str(event.get("error.type", "")):
+                message, error = str(event.get("message", "")), str(event.get("error.type", ""))
+                if event.get("rank") == 1 and (message.startswith(("injected", "killing this worker")) or "InjectedFault" in error):
                     return _seconds(event["@timestamp"])
     return None
 
 
-def _hang_class(root: Path, job: str) -> str | None:
-    done = subprocess.run([sys.executable, "-m", "hvdlog", "stalls", "--json", str(root / job)], capture_output=True, text=True,
-                          env=_env(), timeout=120, check=False)
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return str(lines[-1]["hang"]["kind"]) if lines else None
+def _kill_captures(root: Path) -> None:
+    """SIGKILL the capture processes writing under ``root``: each runs in a session of its own (it outlives its
+    rank by design), and capture-stuck leaves one stopped."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if b"tee.py" in (words := cmdline.read_bytes()) and str(root).encode() in words:
+                os.kill(int(cmdline.parent.name), signal.SIGKILL)
+        except OSError:
+            pass
 
 
 class _Alerts(threading.Thread):
@@ -114,24 +147,39 @@ def _stop(process: subprocess.Popen[Any], group: bool) -> None:
         process.wait(10)
 
 
+def _command(fault: Fault, root: Path, job: str, work: Path, steps: int) -> list[str]:
+    """The job's command line: train.py under ``horovodrun --gloo``, or elastic_train.py under an elastic launch
+    (one slot on each of two names of this machine, so the killed worker's host is blacklisted and the survivor goes on)."""
+    horovodrun = shutil.which("horovodrun") or "horovodrun"
+    if not fault.elastic:
+        return [horovodrun, "-np", str(fault.ranks), "--gloo", sys.executable, str(REPO / "training" / "train.py"), "--log-root", str(root),
+                "--job", job, "--epochs", "1", "--steps-per-epoch", str(steps), "--stall-after", str(STALL_AFTER), *fault.flags]
+    discover = work / f"{job}.discover.sh"
+    discover.write_text("#!/bin/sh\necho 127.0.0.1:1\necho localhost:1\n")
+    discover.chmod(0o755)
+    return [horovodrun, "--gloo", "-np", "2", "--min-np", "1", "--max-np", "2", "--host-discovery-script", str(discover),
+            "--network-interface", "lo", "--elastic-timeout", "20", sys.executable, str(REPO / "training" / "elastic_train.py"),
+            "--log-root", str(root), "--job", job, "--epochs", "1", "--steps-per-epoch", str(steps), *fault.flags]
+
+
 def run_one(fault: str, work: Path, index: int, steps: int, timeout: float) -> Outcome:
     """One job with ``fault`` (``healthy``: none) under ``hvdlog watch``."""
     root, job = work / f"{fault}-{index}", f"{fault}-{index}"
     root.mkdir(parents=True)
-    flags, kind, hang = FAULTS.get(fault, ((), "", None))
+    spec = FAULTS.get(fault, Fault((), ""))
     watch = subprocess.Popen([sys.executable, "-m", "hvdlog", "watch", "--json", "--interval", "1", "--from-start", str(root)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**_env(), "PYTHONUNBUFFERED": "1"})
     reader = _Alerts(watch)
     reader.start()
-    train = [shutil.which("horovodrun") or "horovodrun", "-np", "2", "--gloo", sys.executable, str(REPO / "training" / "train.py"),
-             "--log-root", str(root), "--job", job, "--epochs", "1", "--steps-per-epoch", str(steps), "--stall-after", str(STALL_AFTER),
-             *flags]
+    env = {**_env(), "HOROVOD_GLOO_TIMEOUT_SECONDS": "60"} if spec.elastic else _env()
     with open(work / f"{job}.console", "wb") as console:  # outside the watched root: watch would take it for the job
-        process = subprocess.Popen(train, stdout=console, stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
+        process = subprocess.Popen(_command(spec, root, job, work, steps), stdout=console, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True, cwd=work)
     try:
-        return _observe(fault, root, job, process, reader, timeout, (kind, hang))
+        return _observe(fault, root, job, process, reader, timeout, spec)
     finally:
         _stop(process, group=True)
+        _kill_captures(root)
         _stop(watch, group=False)
 
 
@@ -139,17 +187,21 @@ def _firing(reader: _Alerts) -> list[dict[str, Any]]:
     return [a for a in reader.alerts if a.get("status") == "firing" and a.get("kind") != "job_finished"]
 
 
-def _observe(fault: str, root: Path, job: str, process: subprocess.Popen[bytes], reader: _Alerts, timeout: float,
-             expected: tuple[str, str | None]) -> Outcome:
-    """Wait for the first firing alert at or after the fault (healthy: for the job's end); alerts before it are false."""
+def _observe(fault: str, root: Path, job: str, process: subprocess.Popen[bytes], reader: _Alerts, timeout: float, spec: Fault) -> Outcome:
+    """Wait for the first firing alert at or after the fault (healthy, elastic: also for the job's end); alerts before it are false.
+
+    The class is judged on what watch itself said: the hang class in the first (stall) alert, or for an elastic job
+    the outcome of its job_finished alert."""
     deadline, started = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
+        finished = any(a.get("kind") == "job_finished" for a in reader.alerts)
         if fault == "healthy":
-            if process.poll() is not None and any(a.get("kind") == "job_finished" for a in reader.alerts):
+            if finished and process.poll() is not None:
                 break
         else:
             started = started if started is not None else _fault_time(root, job)
-            if started is not None and any(_seconds(a["time"]) >= started - 0.5 for a in _firing(reader)):
+            # an elastic driver lingers after its workers end: its job_finished alert is the end that counts
+            if started is not None and any(_seconds(a["time"]) >= started - 0.5 for a in _firing(reader)) and (finished or not spec.elastic):
                 break
         time.sleep(0.2)
     if fault == "healthy":
@@ -160,10 +212,13 @@ def _observe(fault: str, root: Path, job: str, process: subprocess.Popen[bytes],
     if started is None or not after:
         return Outcome(fault, None, False, False, "no alert" if started is not None else "no fault event", len(before))
     first = after[0]
-    klass = _hang_class(root, job) if first["kind"] == "stall" else None
-    kind, hang = expected
-    class_ok = first["kind"] == kind and (hang is None or klass == hang)
-    label = first["kind"] + (f":{klass}" if klass else "")
+    if spec.elastic:
+        finished = [a for a in reader.alerts if a.get("kind") == "job_finished"]
+        said = str(finished[-1]["status"]) if finished else "not finished"
+    else:
+        said = str((first.get("details") or {}).get("hang", {}).get("kind")) if first["kind"] == "stall" else ""
+    class_ok = first["kind"] == spec.kind and (spec.klass is None or said == spec.klass)
+    label = first["kind"] + (f":{said}" if said else "")
     return Outcome(fault, _seconds(first["time"]) - started, first.get("ranks") == [1], class_ok, label, len(before))
 
 
@@ -210,6 +265,7 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     parser.add_argument("--busy", type=int, default=2, help="busy processes beside each job")
     parser.add_argument("--steps", type=int, default=12, help="steps per job (the faults act at step 5)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for a run's first alert")
+    parser.add_argument("--parallel", type=int, default=1, help="jobs run at once (each beside the others: more load)")
     parser.add_argument("--json", action="store_true", help="one JSON document per run instead of the table")
     args = parser.parse_args(argv)
     faults = [name for name in args.faults.split(",") if name]
@@ -221,20 +277,32 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     for process in busy:
         process.start()
     outcomes: list[Outcome] = []
+    matrix_began = time.monotonic()
     try:
         with tempfile.TemporaryDirectory(prefix="hvdlog-faults-") as work:
             plan = [(fault, i) for i in range(args.runs) for fault in faults if fault != "healthy"]
             plan += [("healthy", i) for i in range(args.healthy)]
-            for fault, index in plan:
+
+            def one(fault: str, index: int) -> Outcome:
+                load, began = os.getloadavg()[0], time.monotonic()
                 outcome = run_one(fault, Path(work), index, args.steps, args.timeout)
-                outcomes.append(outcome)
-                print(json.dumps(asdict(outcome)) if args.json else f"{fault} #{index}: {outcome}", file=sys.stdout if args.json else sys.stderr)
+                outcome.wall_s, outcome.load1 = round(time.monotonic() - began, 1), round(load, 2)
+                print(json.dumps(asdict(outcome)) if args.json else f"{fault} #{index}: {outcome}", file=sys.stdout if args.json else sys.stderr,
+                      flush=True)
+                return outcome
+
+            with ThreadPoolExecutor(args.parallel) as pool:  # each run has its own folder, job and watch
+                outcomes = list(pool.map(lambda item: one(*item), plan))
     finally:
         stop.set()
         for process in busy:
             process.join(5)
     if not args.json:
-        print(f"machine: {machine()}; load average before: {os.getloadavg()[0]:.1f}; {args.busy} busy processes beside each job")
+        loads = [o.load1 for o in outcomes] or [0.0]
+        print(f"machine: {machine()}; {args.busy} busy processes and {args.parallel - 1} other job(s) of the matrix beside each job; "
+              "1-min load average at the runs' starts: "
+              f"min {min(loads):.1f}, median {statistics.median(loads):.1f}, max {max(loads):.1f}; "
+              f"whole matrix {time.monotonic() - matrix_began:.0f} s wall for {len(outcomes)} runs")
         print(table(outcomes))
     return outcomes
 

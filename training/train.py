@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     """Train; returns the process exit code."""
     args = parse_args(argv)
     # Configured before hvd.init(): a failure during init is still attributed to this rank.
-    hvdlog.configure(root=args.log_root, job=args.job, level=args.log_level, stall_after=args.stall_after)
+    config = hvdlog.configure(root=args.log_root, job=args.job, level=args.log_level, stall_after=args.stall_after)
+    args.capture_pid = config.capture.process.pid if config.capture is not None and config.capture.process is not None else None
     log = hvdlog.get_logger("hvdlog.train")
     hvd.init()
     torch.manual_seed(1234)
@@ -170,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
 
 #: --fault kinds: kill (SIGKILL, as the OOM killer), stop (SIGSTOP), loader-hang (a hang in the data
 #: loader), diverge (an allreduce the other ranks never submit), input-straggler (a slow loader every
-#: step from --fault-at-step on), compute-straggler (extra compute every step from then on).
-FAULTS = ("kill", "stop", "loader-hang", "diverge", "input-straggler", "compute-straggler")
+#: step from --fault-at-step on), compute-straggler (extra compute every step from then on),
+#: capture-stuck (the rank's native log capture process stopped, as ``kill -STOP`` or a wedged disk
+#: write would; the rank then prints, as a chatty loop does, and makes no progress for --hang-seconds).
+FAULTS = ("kill", "stop", "loader-hang", "diverge", "input-straggler", "compute-straggler", "capture-stuck")
 
 
 class Loader:
@@ -204,11 +207,22 @@ def matrix_fault(args: argparse.Namespace, step: int, log: object) -> Callable[[
         hvd.allreduce(torch.ones(3), name=f"diverged.rank{hvd.rank()}")  # never matched: the others submit their gradients
     if args.fault == "loader-hang":
         return lambda: time.sleep(args.hang_seconds)
+    if args.fault == "capture-stuck" and args.capture_pid is not None:
+        os.kill(args.capture_pid, signal.SIGSTOP)
+        return lambda: _chatty(args.hang_seconds)
     if args.fault == "input-straggler":
         return lambda: time.sleep(args.straggler_delay)
     if args.fault == "compute-straggler":
         return lambda: _busy(args.straggler_delay)
     return None
+
+
+def _chatty(seconds: float) -> None:
+    """Print for ``seconds`` without progress: each print waits on the stopped capture (hvdlog's guard bounds the wait)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        print("still loading " + "." * 1000, flush=True)
+        time.sleep(0.01)
 
 
 def _busy(seconds: float) -> None:

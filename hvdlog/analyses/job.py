@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 from hvdlog.analyses.failure_evidence import TERMINATION
+from hvdlog.analyses.hang import hang_verdict
 from hvdlog.analyses.job_facts import JobFacts
 from hvdlog.analyses.resets import epoch_of, resets
 from hvdlog.analyses.stalls import StallEpisode
@@ -290,7 +291,8 @@ def build(
     culprit = culprit_of(failure, episodes)
     recovered = (failure or {}).get("recovered") or False
     reset_epochs = sorted({epoch_of(doc) for doc in docs if epoch_of(doc)} | {e.epoch for e in episodes if e.epoch})
-    stalls = [{**episode.to_json(), "ended": episode_end(episode, reset_epochs)} for episode in episodes]
+    stalls = [{**episode.to_json(), "ended": episode_end(episode, reset_epochs), "hang": hang_verdict(episode).to_json()}
+              for episode in episodes]
     flagged, verdict = straggler_items(rows)
     return JobModel(
         job=facts.job,

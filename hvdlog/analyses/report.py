@@ -75,6 +75,11 @@ def stall_section(episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     missing = sorted({rank for e in episodes for rank in e.get("missing_ranks") or []})
     ends = dict.fromkeys(str(e.get("ended")) for e in episodes)
     ended = "all resolved" if list(ends) == ["resolved"] else ", ".join(ends)
+    hang = longest.get("hang") or {}
+    said = ""
+    if hang.get("kind"):  # the longest episode's hang class (stalls' verdict), with its culprits
+        culprits = format_ranks(hang.get("culprits") or [])
+        said = f"; hang: {str(hang['kind']).replace('_', ' ')} ({hang.get('confidence')})" + (f", rank {culprits}" if culprits else "")
     return {
         "episodes": len(episodes),
         "missing_ranks": missing,
@@ -82,9 +87,10 @@ def stall_section(episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "longest_step": longest.get("step"),
         "shutdown": any(e.get("shutdown") for e in episodes),
         "ended": list(ends),
+        "hang": hang or None,
         "summary": (f"{len(episodes)} episode(s), longest {longest.get('duration_s') or 0:.1f} s"
                     + (f" at step {longest['step']}" if longest.get("step") is not None else "")
-                    + f"; missing rank(s) {format_ranks(missing) or '?'}; {ended}"),
+                    + f"; missing rank(s) {format_ranks(missing) or '?'}; {ended}{said}"),
     }
 
 

@@ -40,6 +40,8 @@ __all__ = ["EXIT_ALERTS_LOST", "watch"]
 EXIT_ALERTS_LOST: Final = 3
 #: How far back (s) each poll of Elasticsearch looks again for documents indexed late.
 ES_LOOK_BACK_S = 15.0
+#: Seconds without a new document that end a batch from the sources: the detectors check then.
+BATCH_QUIET_S = 0.05
 _MARKS = {"firing": ("ALERT", "bold red"), "update": ("UPDATE", "red"), "resolved": ("RESOLVED", "green")}
 
 
@@ -156,11 +158,21 @@ class _Session:
             threading.Thread(target=self._pump, args=(source,), daemon=True, name=f"watch {source.label}").start()
         alive = len(self.run.sources)
         while alive:
-            deadline = time.monotonic() + self.interval
+            # a check every interval, after each batch the sources deliver (an alert one poll after its
+            # evidence, not two), and when a held decision is due (the detectors' ``due``)
+            # (the batch is over when nothing came for BATCH_QUIET_S; at most one check per interval / 4)
+            started = time.monotonic()
+            deadline = started + self.interval
+            if self.watcher.due is not None:
+                deadline = min(deadline, started + max(0.0, self.watcher.due - time.time()))
+            received = False
             while (left := deadline - time.monotonic()) > 0:
                 try:
-                    item = self.found.get(timeout=left)
+                    item = self.found.get(timeout=min(left, BATCH_QUIET_S) if received else left)
                 except queue.Empty:
+                    if received and time.monotonic() - started < self.interval / 4:
+                        received = False  # a trickle: wait for the interval (or the next batch) instead
+                        continue
                     break
                 if isinstance(item, BaseException):
                     raise item
@@ -170,6 +182,7 @@ class _Session:
                     warn(item)
                     continue
                 self._add(item)
+                received = True
             for alert in self.watcher.check(time.time()):
                 self._emit(alert)
             if self.until_finished and self.watcher.jobs and all(job.finished for job in self.watcher.jobs.values()):

@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
+from hvdlog.analyses.hang import HangVerdict, hang_verdict, roll_call
 from hvdlog.analyses.job import culprit_of, status_of, verdict_of
 from hvdlog.analyses.job_facts import JobFacts
 from hvdlog.analyses.stalls import STALL_EVENTS, StallEpisode, stall_episodes
@@ -40,8 +41,14 @@ __all__ = ["KINDS", "Alert", "Watcher", "failure_view", "straggler_view"]
 KINDS: Final = ("failure", "stall", "straggler", "silent_rank", "job_finished")
 #: The smallest default silence threshold (seconds), whatever the step time.
 MIN_SILENT_S: Final = 60.0
-#: Seconds a first failure waits for the rest of its chain (the culprit's traceback may land a poll later).
+#: Seconds a first failure that names no culprit yet waits for the rest of its chain (the culprit's traceback
+#: may land a poll later). A failure whose culprit the model already names (certain, or likely: the only
+#: ranks that left no evidence) is alerted at once, and refined by an update if later evidence changes it.
 SETTLE_S: Final = 2.0
+#: Seconds a stall whose hang class rests on a rank's silence waits for that rank's own report: the
+#: watchdogs of one job report about one watchdog poll (at most 1 s) apart, so a rank is not called
+#: silent before its report had the time to land.
+SILENCE_GRACE_S: Final = 1.5
 #: Step events kept per rank for the straggler analysis, and the fewest it needs from every rank.
 STEP_WINDOW: Final = 60
 MIN_STEPS: Final = 5
@@ -138,7 +145,13 @@ class _Job:
     analysed_failures: int = 0
     # alert state
     failure_sent: set[int] | None = None
+    #: The culprit the last failure alert named: (ranks, confidence, cause), so a refinement is an update.
+    failure_named: tuple[tuple[int, ...], str, str] | None = None
     stall_open: str | None = None
+    #: The hang class the open stall alert (or its last update) said.
+    stall_class: str | None = None
+    #: When each held stall episode was first seen (its class waits for a silent rank's report).
+    stall_held: dict[tuple[str, str], float] = field(default_factory=dict)
     stall_seen: set[tuple[str, str]] = field(default_factory=set)  # (start, source) of every episode seen
     stall_members: set[tuple[str, str]] = field(default_factory=set)  # episodes merged into the open alert
     straggling: dict[int, int] = field(default_factory=dict)  # rank -> consecutive flagged (>0) / cleared (<0) checks
@@ -169,6 +182,8 @@ class Watcher:
         #: Reads the watched jobs' Horovod timelines (by job), at most every TIMELINE_EVERY_S and at a job's end.
         self.timelines = timelines
         self._timeline_read: tuple[float, dict[str | None, Any]] | None = None
+        #: The earliest time (s) a held decision is due: the caller's loop checks again then, not a poll later.
+        self.due: float | None = None
 
     def _timeline(self, now: float, *, fresh: bool = False) -> dict[str | None, Any]:
         """The timeline analyses, read again when older than TIMELINE_EVERY_S (or ``fresh``); never raises."""
@@ -242,6 +257,7 @@ class Watcher:
     def check(self, now: float) -> list[Alert]:
         """Every alert that is due: new episodes, updates, resolutions, finished jobs."""
         alerts: list[Alert] = []
+        self.due = None
         for job in self.jobs.values():
             if job.finished:
                 continue
@@ -256,28 +272,42 @@ class Watcher:
 
     # --- failure ---------------------------------------------------------------------------------
 
+    def _hold(self, until: float) -> None:
+        self.due = until if self.due is None else min(self.due, until)
+
     def _failure(self, job: _Job, now: float) -> list[Alert]:
-        if job.first_failure_at is None or now - job.first_failure_at < SETTLE_S or job.analysed_failures == job.failure_count:
+        if job.first_failure_at is None or job.analysed_failures == job.failure_count:
+            return []
+        found = self._model_failure(job)
+        named = found is not None and bool(found[1]["ranks"]) and found[1]["confidence"] in ("certain", "likely")
+        if not named and now - job.first_failure_at < SETTLE_S:
+            self._hold(job.first_failure_at + SETTLE_S)  # no culprit yet: its own traceback may be a poll away
             return []
         job.analysed_failures = job.failure_count
-        found = self._model_failure(job)
         if found is None:
             return []
         view, culprit = found
         ranks, step = culprit["ranks"], culprit["step"]
         who = f"rank {format_ranks(ranks)}" if ranks else "rank unknown"
+        at = f" at step {step}" if step is not None else ""
+        naming = (tuple(ranks), str(culprit["confidence"]), str(culprit["cause"]))
         if job.failure_sent is None:
-            job.failure_sent = set(view["others"]) - set(ranks)
-            summary = f"job {job.name}: first failure on {who}" + (f" at step {step}" if step is not None else "") + f": {culprit['cause'] or 'see reasoning'}"
+            job.failure_sent, job.failure_named = set(view["others"]) - set(ranks), naming
+            summary = f"job {job.name}: first failure on {who}{at}: {culprit['cause'] or 'see reasoning'}"
             return [self._alert("failure", "firing", job, ranks, summary, culprit["reasoning"], now, culprit["confidence"],
                                 {"collateral_ranks": view["others"], "cause": culprit["cause"]}, step=step)]
-        new = [r for r in view["others"] if r not in job.failure_sent]
-        if not new:
+        new = [r for r in view["others"] if r not in job.failure_sent and r not in ranks]
+        refined = naming != job.failure_named
+        if not new and not refined:
             return []
         job.failure_sent.update(new)
+        job.failure_named = naming
+        details = {"collateral_ranks": sorted(job.failure_sent), "new_collateral_ranks": new, "cause": culprit["cause"], "refined": refined}
+        if refined:  # later evidence (the culprit's own traceback, the other ranks' errors) said more
+            summary = f"job {job.name}: first failure on {who}{at} ({culprit['confidence']}): {culprit['cause'] or 'see reasoning'}"
+            return [self._alert("failure", "update", job, ranks, summary, culprit["reasoning"], now, culprit["confidence"], details, step=step)]
         summary = f"job {job.name}: rank {format_ranks(new)} went down after {who} (collateral)"
-        return [self._alert("failure", "update", job, ranks, summary, view["reasoning"], now, view["confidence"],
-                            {"collateral_ranks": sorted(job.failure_sent), "new_collateral_ranks": new, "cause": view["cause"]}, step=step)]
+        return [self._alert("failure", "update", job, ranks, summary, view["reasoning"], now, view["confidence"], details, step=step)]
 
     def _episodes(self, job: _Job) -> list[StallEpisode]:
         return stall_episodes([*job.stall_docs, *job.latest_step_doc.values()], self.merge_gap) if job.stall_docs else []
@@ -295,7 +325,9 @@ class Watcher:
     # --- stall -----------------------------------------------------------------------------------
 
     def _stall(self, job: _Job, now: float) -> list[Alert]:
-        """One alert per stretch of overlapping episodes (ranks and sources merged); resolved when all of them ended."""
+        """One alert per stretch of overlapping episodes (ranks and sources merged); resolved when all of them ended.
+        The alert says the episode's hang class (:func:`hang_verdict`); a class that rests on a rank's silence
+        waits SILENCE_GRACE_S for that rank's own report, and a class that changes later is an update."""
         if not job.stall_docs:
             return []
         found = stall_episodes([*job.stall_docs, *job.latest_step_doc.values()], self.merge_gap)
@@ -304,30 +336,58 @@ class Watcher:
         for key, episode in sorted(episodes.items()):
             if key in job.stall_seen:
                 continue
+            verdict = hang_verdict(episode)
+            if job.stall_open is None and self._held(job, key, verdict, now):
+                continue
             job.stall_seen.add(key)
             if job.stall_open is not None and all(episodes[m].resolved or episodes[m].shutdown for m in job.stall_members if m in episodes):
                 alerts += self._stall_ended(job, [episodes[m] for m in job.stall_members if m in episodes], now)
             if job.stall_open is None:
-                alerts.append(self._stall_started(job, episode, now))
+                alerts.append(self._stall_started(job, episode, verdict, now))
             job.stall_members.add(key)
         members = [episodes[m] for m in job.stall_members if m in episodes]
         if job.stall_open is not None and all(e.resolved or e.shutdown for e in members):
             alerts += self._stall_ended(job, members, now)
+        elif job.stall_open is not None and members:
+            alerts += self._stall_refined(job, max(members, key=lambda e: (e.reports, e.start or "")), now)
         return alerts
 
-    def _stall_started(self, job: _Job, episode: StallEpisode, now: float) -> Alert:
-        missing = episode.missing_ranks
-        who = f"rank {format_ranks(missing)}" if missing else "rank unknown"
+    def _held(self, job: _Job, key: tuple[str, str], verdict: HangVerdict, now: float) -> bool:
+        """Whether a new episode's alert waits: its class calls a rank silent that may just not have reported yet."""
+        silent = verdict.kind == "dead_or_silent" and verdict.confidence != "certain"
+        first = job.stall_held.setdefault(key, now)
+        if silent and now - first < SILENCE_GRACE_S:
+            self._hold(first + SILENCE_GRACE_S)
+            return True
+        return False
+
+    def _stall_started(self, job: _Job, episode: StallEpisode, verdict: HangVerdict, now: float) -> Alert:
+        culprits = verdict.culprits or episode.missing_ranks
+        who = f"rank {format_ranks(culprits)}" if culprits else "rank unknown"
         where = f" at step {episode.step}" if episode.step is not None else ""
         tensors = ", ".join(episode.tensors[:6]) or "the collective"
         waiting = format_ranks(episode.waiting_ranks)
-        summary = f"job {job.name}: stall{where}: {who} not progressing; ranks waiting: {waiting or 'none reported'}"
+        summary = (f"job {job.name}: stall{where}, hang: {_class_words(verdict)}: {who} not progressing; "
+                   f"ranks waiting: {waiting or 'none reported'}")
         reasoning = (f"{episode.source} reports since {episode.start}: {who} missing from {tensors}"
-                     + (f"; rank(s) {waiting} wait in {', '.join(episode.operations)}" if waiting else ""))
-        job.stall_open, job.stall_members = f"stall:{job.name}:{episode.start}", set()
+                     + (f"; rank(s) {waiting} wait in {', '.join(episode.operations)}" if waiting else "")
+                     + (f"; hang: {verdict.reasoning}" if verdict.reasoning else ""))
+        job.stall_open, job.stall_members, job.stall_class = f"stall:{job.name}:{episode.start}", set(), verdict.kind
         job.stalls_alerted += 1
-        return self._alert("stall", "firing", job, missing, summary, reasoning, now, "certain" if missing else "unknown",
-                           _stall_details(episode), step=episode.step)
+        confidence = verdict.confidence if verdict.kind != "unknown" else ("certain" if culprits else "unknown")
+        return self._alert("stall", "firing", job, culprits, summary, reasoning, now, confidence,
+                           _stall_details(episode, verdict), step=episode.step)
+
+    def _stall_refined(self, job: _Job, episode: StallEpisode, now: float) -> list[Alert]:
+        """An update when more reports change the open stall's hang class (a rank silent at first reported, a failure recorded)."""
+        verdict = hang_verdict(episode)
+        if verdict.kind == job.stall_class or verdict.kind == "unknown":
+            return []
+        job.stall_class = verdict.kind
+        culprits = verdict.culprits or episode.missing_ranks
+        summary = f"job {job.name}: stall, hang now: {_class_words(verdict)}: rank {format_ranks(culprits) or 'unknown'}"
+        return [self._alert("stall", "update", job, culprits, summary, verdict.reasoning, now, verdict.confidence,
+                            _stall_details(episode, verdict), step=episode.step)]
 
     def _stall_ended(self, job: _Job, members: list[StallEpisode], now: float) -> list[Alert]:
         if not members:
@@ -337,8 +397,8 @@ class Watcher:
         ended = "shut down (the job failed)" if last.shutdown else "resolved: progress resumed"
         summary = f"job {job.name}: stall {ended} after {last.duration_s:g} s"
         alert = self._alert("stall", "resolved", job, last.missing_ranks, summary, f"{last.source}: {ended}", now,
-                            "certain", _stall_details(last), step=last.step, episode=job.stall_open)
-        job.stall_open = None
+                            "certain", _stall_details(last, hang_verdict(last)), step=last.step, episode=job.stall_open)
+        job.stall_open = job.stall_class = None
         return [alert]
 
     # --- stragglers ------------------------------------------------------------------------------
@@ -466,9 +526,16 @@ class Watcher:
                      confidence, episode or f"{kind}:{job.name}", details or {})
 
 
-def _stall_details(episode: StallEpisode) -> dict[str, Any]:
+def _class_words(verdict: HangVerdict) -> str:
+    """``culprit outside (certain)``: the hang class as the alert's one line says it."""
+    return f"{verdict.kind.replace('_', ' ')} ({verdict.confidence})"
+
+
+def _stall_details(episode: StallEpisode, verdict: HangVerdict) -> dict[str, Any]:
+    """The episode's facts and its hang verdict (class, roll-call line, groups bounded, next steps)."""
+    hang = {**verdict.to_json(), "roll_call": roll_call(verdict.groups), "groups": verdict.groups[:20]}
     return {"source": episode.source, "start": episode.start, "tensors": episode.tensors[:20], "waiting_ranks": episode.waiting_ranks,
-            "operations": episode.operations, "shutdown": episode.shutdown}
+            "operations": episode.operations, "shutdown": episode.shutdown, "hang": hang}
 
 
 def _clean_exit(doc: Document) -> bool:

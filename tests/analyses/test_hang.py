@@ -86,6 +86,26 @@ def test_all_wedged_says_what_to_pull_next(jobs: Path) -> None:
     assert "hang: all wedged:" in stdout and "NCCL_DEBUG=INFO" in stdout and "nvidia-smi" in stdout
 
 
+def _report(*args: str) -> dict[str, Any]:
+    """``hvdlog report --json ARGS``: the one job's stall section."""
+    done = subprocess.run([sys.executable, "-m", "hvdlog", "report", "--json", *args], capture_output=True, text=True,
+                          env={**os.environ, "NO_COLOR": "1"}, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (doc,) = [json.loads(line) for line in done.stdout.splitlines()]
+    stalls: dict[str, Any] = doc["stalls"]
+    return stalls
+
+
+@pytest.mark.parametrize("kind", CLASSES)
+def test_report_says_the_hang_class(tmp_path: Path, kind: str) -> None:
+    """`hvdlog report` gives the longest stall's verdict (class, confidence, culprits) and says the class in its line (8 ranks)."""
+    folder = write_hung_job(tmp_path, kind, 8, 5)
+    stalls = _report(str(folder))
+    expected, confidence, culprits = EXPECTED[kind]
+    assert (stalls["hang"]["kind"], stalls["hang"]["confidence"], stalls["hang"]["culprits"]) == (expected, confidence, culprits and [5])
+    assert f"hang: {expected.replace('_', ' ')} ({confidence})" in stalls["summary"], stalls["summary"]
+
+
 @pytest.mark.elasticsearch
 def test_same_verdicts_from_elasticsearch_at_1024_ranks(jobs: Path, es_url: str) -> None:
     """Indexed into the real Elasticsearch, every job gets the verdict the files give, within the same bound."""
@@ -109,6 +129,9 @@ def test_same_verdicts_from_elasticsearch_at_1024_ranks(jobs: Path, es_url: str)
             assert _verdict(stdout) == _verdict(files)
             print(f"--es {kind}: wall {wall:.2f} s, cpu {cpu:.2f} s")
             assert cpu < 2.0
+            # report's stall section carries the same verdict over both
+            from_es = _report("--es", es_url, "--index", index, "--job", f"hang-{kind}")
+            assert from_es["hang"] == _report(str(jobs / f"hang-{kind}"))["hang"] == _verdict(files)
     finally:
         es.indices.delete(index=index)
         es.close()

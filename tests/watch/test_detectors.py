@@ -74,14 +74,13 @@ class TestWatcher:
         assert [a.status for a in stall] == ["firing", "resolved"] and "progress resumed" in stall[1].summary
 
     def test_failure_once_then_collateral_update(self) -> None:
-        """The culprit's exception fires once; the other rank's shutdown error later is an update naming it collateral."""
+        """The culprit's exception fires at once; the other rank's shutdown error later is an update naming it collateral."""
         watcher = Watcher(silent_after=60)
         docs = _steps(1, 2, T0)
         crash = _doc(T0 + 3, 1, "uncaught exception", step=3, level="critical",
                      **{"event.action": "uncaught_exception", "error.type": "ValueError", "error.message": "bad batch"})
         watcher.add(crash, T0 + 3)
-        assert watcher.check(T0 + 3.5) == []  # waits for the rest of the chain
-        (first,) = watcher.check(T0 + 6)
+        (first,) = watcher.check(T0 + 3.1)  # its own exception: certain, alerted on the check that read it
         watcher.add(_doc(T0 + 7, 0, "Horovod has been shut down. This was caused by an exception on one of the ranks.", level="error"), T0 + 7)
         (update,) = watcher.check(T0 + 8)
         assert (first.kind, first.status, first.ranks) == ("failure", "firing", [1]) and "ValueError" in first.summary
@@ -197,3 +196,85 @@ class TestWatcher:
         _feed(fast, _steps(1, 5, T0, every=1.0))
         assert fast.silence_threshold(fast.jobs["j"]) == 60.0
 
+
+
+def _stall_report(at: float, rank: int, outside: bool, **fields: Any) -> dict[str, Any]:
+    """A watchdog stall report: rank ``rank`` waits in the optimizer's allreduce, or is stuck outside any collective."""
+    report: dict[str, Any] = {"event.action": "stall", "horovod.stall.source": "watchdog", "horovod.stall.seconds": 3.0, **fields}
+    if not outside:
+        report["horovod.stall.operation"] = "_DistributedOptimizer.step > synchronize"
+    return _doc(at, rank, "no progress", step=3, level="warning", **report)
+
+
+class TestHangClassInWatch:
+    """The stall alert says the hang class of `hvdlog stalls` (one verdict), never one a late report would contradict."""
+
+    @pytest.mark.parametrize(("kind", "expected"), [("culprit_outside", "culprit_outside"), ("divergence", "divergence"),
+                                                    ("dead_or_silent", "dead_or_silent"), ("silent", "dead_or_silent"),
+                                                    ("all_wedged", "all_wedged"), ("capture_stuck", "capture_stuck")])
+    def test_each_class_in_the_stall_alert(self, tmp_path: Any, kind: str, expected: str) -> None:
+        """The synthetic hung jobs of tests/analyses/test_hang.py (8 ranks), fed to the watcher as they were written."""
+        import orjson
+        from support.hang_jobs import write_hung_job
+
+        folder = write_hung_job(tmp_path, kind, 8, 5)
+        docs = sorted((orjson.loads(line) for path in folder.rglob("*.jsonl") for line in path.read_bytes().splitlines()),
+                      key=lambda doc: doc["@timestamp"])
+        watcher = Watcher(silent_after=60)
+        firing = [a for a in _feed(watcher, docs) + watcher.check(_seconds(docs[-1]["@timestamp"]) + 2) if a.kind == "stall"]
+        assert [a.status for a in firing][:1] == ["firing"], firing
+        hang = firing[0].details["hang"]
+        assert hang["kind"] == expected and expected.replace("_", " ") in firing[0].summary, firing[0]
+        assert firing[0].ranks == ([] if expected == "all_wedged" else [5]) and hang["roll_call"]
+        assert not [a for a in firing if a.status == "update"], "the first class was wrong"
+
+    def test_a_rank_not_yet_reported_is_not_called_silent(self) -> None:
+        """Rank 0's report lands a poll before rank 1's: no "dead or silent" alert in between; the alert says culprit outside."""
+        watcher = Watcher(silent_after=60)
+        _feed(watcher, _steps(1, 3, T0))
+        watcher.add(_stall_report(T0 + 7, 0, outside=False), T0 + 7)
+        assert watcher.check(T0 + 7) == [] and watcher.check(T0 + 7.9) == []
+        assert watcher.due == pytest.approx(T0 + 7 + 1.5)  # the loop looks again when the grace ends, not a poll later
+        watcher.add(_stall_report(T0 + 7.8, 1, outside=True), T0 + 8.2)
+        (alert,) = watcher.check(T0 + 8.2)
+        assert (alert.kind, alert.status, alert.ranks, alert.details["hang"]["kind"]) == ("stall", "firing", [1], "culprit_outside")
+
+    def test_a_silent_rank_is_alerted_after_the_grace(self) -> None:
+        """Rank 1 stopped (SIGSTOP): rank 0 alone reports; after the grace the alert names rank 1, dead or silent (likely)."""
+        watcher = Watcher(silent_after=60)
+        _feed(watcher, _steps(1, 3, T0))
+        watcher.add(_stall_report(T0 + 7, 0, outside=False), T0 + 7)
+        assert watcher.check(T0 + 7) == [] and watcher.check(T0 + 8) == []
+        (alert,) = watcher.check(T0 + 8.6)
+        assert (alert.ranks, alert.details["hang"]["kind"], alert.confidence) == ([1], "dead_or_silent", "likely")
+        assert "dead or silent" in alert.summary
+
+
+class TestEarlyFailure:
+    """A failure whose culprit the model names is alerted at once; later evidence refines it by an update."""
+
+    def test_a_killed_rank_is_named_at_once(self) -> None:
+        """SIGKILL of rank 1: only rank 0's collateral error lands; the alert names rank 1 on that check, not SETTLE_S later."""
+        watcher = Watcher(silent_after=60)
+        _feed(watcher, _steps(1, 3, T0))
+        shut = _doc(T0 + 4, 0, "uncaught HorovodInternalError in main thread: Horovod has been shut down. This was caused by an "
+                    "exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks "
+                    "finished execution.", level="critical", **{"event.action": "uncaught_exception", "error.type": "HorovodInternalError"})
+        watcher.add(shut, T0 + 4)
+        (alert,) = watcher.check(T0 + 4.05)
+        assert (alert.kind, alert.status, alert.ranks, alert.confidence) == ("failure", "firing", [1], "likely"), alert
+
+    def test_the_culprit_s_own_traceback_refines_the_alert(self) -> None:
+        """Rank 0's collateral first (rank 1, likely), then rank 1's own exception: an update, certain, with the cause."""
+        watcher = Watcher(silent_after=60)
+        _feed(watcher, _steps(1, 3, T0))
+        watcher.add(_doc(T0 + 4, 0, "Horovod has been shut down. This was caused by an exception on one of the ranks.", level="error"), T0 + 4)
+        (first,) = watcher.check(T0 + 4.05)
+        crash = _doc(T0 + 3.9, 1, "uncaught exception", step=4, level="critical",
+                     **{"event.action": "uncaught_exception", "error.type": "ValueError", "error.message": "bad batch"})
+        watcher.add(crash, T0 + 4.5)
+        (update,) = watcher.check(T0 + 4.5)
+        assert (first.ranks, first.confidence) == ([1], "likely")
+        assert (update.status, update.ranks, update.confidence, update.details["refined"]) == ("update", [1], "certain", True)
+        assert "ValueError" in update.summary and update.episode == first.episode
+        assert watcher.check(T0 + 9) == []
