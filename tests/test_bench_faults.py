@@ -1,7 +1,9 @@
 """The fault matrix's smoke version: one real run per fault of bench/bench_faults.py under `hvdlog watch`.
 
-Each fault runs once (`horovodrun --gloo -np 2`, no extra load); the test checks what the benchmark
-measures: an alert came, it named rank 1, its kind and hang class are the fault's. Faults whose
+Each fault runs once (`horovodrun --gloo -np 2`, 3 ranks for divergence, an elastic launch for the
+reset; no extra load); the test checks what the benchmark measures: an alert came, it named rank 1,
+its kind and the class watch said are the fault's (the hang class in the stall alert; ``recovered``
+for the elastic job). Faults whose
 first alert is measured wrong today are strict xfails with the measured reason (docs/benchmarks.md),
 so a fix shows up as an XPASS. Healthy: no firing alert.
 """
@@ -18,10 +20,8 @@ import bench_faults
 
 pytestmark = pytest.mark.horovod
 
-#: Measured 2026-12-06 (one run each, docs/benchmarks.md): why the first alert is wrong today.
+#: Measured 2026-12-06 (docs/benchmarks.md): why the first alert is wrong today.
 KNOWN_MISSES = {
-    "diverge": ("2 ranks, each waiting for a tensor the other never submits: the class is right (divergence) but neither "
-                "group is the bigger, so the stall alert names no rank (measured: ranks [])"),
     "input-straggler": "a 10-step job ends before watch's straggler alert has the steps it needs from every rank (measured: no alert)",
     "compute-straggler": "a 10-step job ends before watch's straggler alert has the steps it needs from every rank (as input-straggler)",
 }

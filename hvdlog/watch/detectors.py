@@ -49,6 +49,10 @@ SETTLE_S: Final = 2.0
 #: watchdogs of one job report about one watchdog poll (at most 1 s) apart, so a rank is not called
 #: silent before its report had the time to land.
 SILENCE_GRACE_S: Final = 1.5
+#: Seconds a stall before the job's first step must last to be alerted: while ranks import and join, the first
+#: ones wait in ``hvd.init``/``broadcast_parameters`` for the slowest (over 10 s on a loaded machine), which is
+#: no hang; one that lasts this long is.
+STARTUP_STALL_S: Final = 60.0
 #: Step events kept per rank for the straggler analysis, and the fewest it needs from every rank.
 STEP_WINDOW: Final = 60
 MIN_STEPS: Final = 5
@@ -150,8 +154,9 @@ class _Job:
     stall_open: str | None = None
     #: The hang class the open stall alert (or its last update) said.
     stall_class: str | None = None
-    #: When each held stall episode was first seen (its class waits for a silent rank's report).
-    stall_held: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: When each held stall episode was first seen, and when it began as seen then (its alert waits: a silent rank's
+    #: report may be a poll away, a slow start is no hang).
+    stall_held: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     stall_seen: set[tuple[str, str]] = field(default_factory=set)  # (start, source) of every episode seen
     stall_members: set[tuple[str, str]] = field(default_factory=set)  # episodes merged into the open alert
     straggling: dict[int, int] = field(default_factory=dict)  # rank -> consecutive flagged (>0) / cleared (<0) checks
@@ -337,7 +342,9 @@ class Watcher:
             if key in job.stall_seen:
                 continue
             verdict = hang_verdict(episode)
-            if job.stall_open is None and self._held(job, key, verdict, now):
+            if job.stall_open is None and self._held(job, key, episode, verdict, now):
+                if episode.resolved:  # it ended while held (a slow start): nothing to alert
+                    job.stall_seen.add(key)
                 continue
             job.stall_seen.add(key)
             if job.stall_open is not None and all(episodes[m].resolved or episodes[m].shutdown for m in job.stall_members if m in episodes):
@@ -352,12 +359,15 @@ class Watcher:
             alerts += self._stall_refined(job, max(members, key=lambda e: (e.reports, e.start or "")), now)
         return alerts
 
-    def _held(self, job: _Job, key: tuple[str, str], verdict: HangVerdict, now: float) -> bool:
-        """Whether a new episode's alert waits: its class calls a rank silent that may just not have reported yet."""
-        silent = verdict.kind == "dead_or_silent" and verdict.confidence != "certain"
-        first = job.stall_held.setdefault(key, now)
-        if silent and now - first < SILENCE_GRACE_S:
-            self._hold(first + SILENCE_GRACE_S)
+    def _held(self, job: _Job, key: tuple[str, str], episode: StallEpisode, verdict: HangVerdict, now: float) -> bool:
+        """Whether a new episode's alert waits: its class calls a rank silent that may just not have reported yet,
+        or it is a wait before the job's first step (a slow start) that has not lasted STARTUP_STALL_S."""
+        first, began = job.stall_held.setdefault(key, (now, now - episode.duration_s))  # seen, and the episode's start as seen
+        until = first + SILENCE_GRACE_S if verdict.kind == "dead_or_silent" and verdict.confidence != "certain" else now
+        if episode.step is None and not episode.shutdown:  # no step yet in the stalled ranks: they are starting
+            until = max(until, began + STARTUP_STALL_S)
+        if now < until:
+            self._hold(until)
             return True
         return False
 

@@ -278,3 +278,23 @@ class TestEarlyFailure:
         assert (update.status, update.ranks, update.confidence, update.details["refined"]) == ("update", [1], "certain", True)
         assert "ValueError" in update.summary and update.episode == first.episode
         assert watcher.check(T0 + 9) == []
+
+    def test_a_slow_start_is_no_stall_alert(self) -> None:
+        """Before the first step rank 0 waits 12 s in broadcast_parameters for rank 1 still importing (a loaded machine):
+        no alert; the same wait alerted once it has lasted STARTUP_STALL_S."""
+        from hvdlog.watch.detectors import STARTUP_STALL_S
+
+        def waiting(at: float) -> dict[str, Any]:
+            report = {"event.action": "stall", "horovod.stall.source": "watchdog", "horovod.stall.seconds": at - T0,
+                      "horovod.stall.operation": "broadcast_parameters > synchronize"}
+            return _doc(at, 0, "no progress", level="warning", **report)
+
+        watcher = Watcher(silent_after=60)
+        for at in range(3, 13, 3):
+            watcher.add(waiting(T0 + at), T0 + at)
+            assert watcher.check(T0 + at + 0.5) == []
+        watcher.add(_doc(T0 + 13, 0, "progress resumed", **{"event.action": "stall_resolved", "horovod.stall.source": "watchdog"}), T0 + 13)
+        assert [a for a in _feed(watcher, _steps(1, 3, T0 + 14)) if a.kind == "stall"] == []
+        stuck = Watcher(silent_after=60)
+        alerts = [a for at in range(3, int(STARTUP_STALL_S) + 8, 3) for a in _feed(stuck, [waiting(T0 + at)]) if a.kind == "stall"]
+        assert [a.status for a in alerts] == ["firing"] and _seconds(alerts[0].time) >= T0 + STARTUP_STALL_S - 3
