@@ -85,6 +85,9 @@ class Outcome:
     false_alerts: int = 0
     #: Seconds from the fault to the first evidence written (an error line, a stall report): the rest of the latency is watch's.
     evidence_s: float | None = None
+    #: From the fault's discovery by this benchmark to the first alert: seconds watch ran on a CPU, and waited for one.
+    watch_cpu_s: float | None = None
+    watch_queued_s: float | None = None
     #: The run's own wall time (job start to its end or first alert) and the 1-minute load average at its start.
     wall_s: float = 0.0
     load1: float = 0.0
@@ -134,8 +137,21 @@ def _kill_captures(root: Path) -> None:
             pass
 
 
+def schedstat(pid: int) -> tuple[float, float]:
+    """Seconds a process's threads ran on a CPU and waited on the run queue for one (``/proc/PID/task/*/schedstat``;
+    zeros when unreadable): what a loaded machine costs a watcher, beside its own work."""
+    ran = waited = 0
+    for path in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            on_cpu, on_queue, _ = path.read_text().split()
+        except (OSError, ValueError):
+            continue
+        ran, waited = ran + int(on_cpu), waited + int(on_queue)
+    return ran / 1e9, waited / 1e9
+
+
 class _Alerts(threading.Thread):
-    """Reads ``hvdlog watch --json`` stdout into a list."""
+    """Reads ``hvdlog watch --json`` stdout into a list; each alert gets watch's schedstat when read (``_sched``)."""
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
         super().__init__(daemon=True)
@@ -145,7 +161,7 @@ class _Alerts(threading.Thread):
         assert self.process.stdout is not None
         for line in self.process.stdout:
             if line.startswith("{"):
-                self.alerts.append(json.loads(line))
+                self.alerts.append({**json.loads(line), "_sched": schedstat(self.process.pid)})
 
 
 def _stop(process: subprocess.Popen[Any], group: bool) -> None:
@@ -206,14 +222,15 @@ def _observe(fault: str, root: Path, job: str, process: subprocess.Popen[bytes],
 
     The class is judged on what watch itself said: the hang class in the first (stall) alert, or for an elastic job
     the outcome of its job_finished alert."""
-    deadline, started = time.monotonic() + timeout, None
+    deadline, started, sched = time.monotonic() + timeout, None, (0.0, 0.0)
     while time.monotonic() < deadline:
         finished = any(a.get("kind") == "job_finished" for a in reader.alerts)
         if fault == "healthy":
             if finished and process.poll() is not None:
                 break
         else:
-            started = started if started is not None else _fault_time(root, job)
+            if started is None and (started := _fault_time(root, job)) is not None:
+                sched = schedstat(reader.process.pid)
             # an elastic driver lingers after its workers end: its job_finished alert is the end that counts
             if started is not None and any(_seconds(a["time"]) >= started - 0.5 for a in _firing(reader)) and (finished or not spec.elastic):
                 break
@@ -235,8 +252,9 @@ def _observe(fault: str, root: Path, job: str, process: subprocess.Popen[bytes],
         said = str((first.get("details") or {}).get("hang", {}).get("kind")) if first["kind"] == "stall" else ""
     class_ok = first["kind"] == spec.kind and (spec.klass is None or said == spec.klass)
     label = first["kind"] + (f":{said}" if said else "")
+    ran, queued = (round(end - begin, 2) for end, begin in zip(first["_sched"], sched, strict=True))
     return Outcome(fault, _seconds(first["time"]) - started, first.get("ranks") == [1], class_ok, label, len(before),
-                   _evidence_time(root, job, started, first["kind"]))
+                   _evidence_time(root, job, started, first["kind"]), ran if sched[0] else None, queued if sched[0] else None)
 
 
 def _busy(stop: Any) -> None:
