@@ -537,8 +537,8 @@ class Watcher:
 
 
 def _class_words(verdict: HangVerdict) -> str:
-    """``culprit outside (certain)``: the hang class as the alert's one line says it."""
-    return f"{verdict.kind.replace('_', ' ')} ({verdict.confidence})"
+    """``culprit outside (certain)``: the hang class as the alert's one line says it (``class unknown`` when none fits)."""
+    return f"{verdict.kind.replace('_', ' ')} ({verdict.confidence})" if verdict.kind != "unknown" else "class unknown"
 
 
 def _stall_details(episode: StallEpisode, verdict: HangVerdict) -> dict[str, Any]:

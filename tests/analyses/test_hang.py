@@ -129,9 +129,35 @@ def test_same_verdicts_from_elasticsearch_at_1024_ranks(jobs: Path, es_url: str)
             assert _verdict(stdout) == _verdict(files)
             print(f"--es {kind}: wall {wall:.2f} s, cpu {cpu:.2f} s")
             assert cpu < 2.0
-            # report's stall section carries the same verdict over both
+    finally:
+        es.indices.delete(index=index)
+        es.close()
+
+
+@pytest.mark.elasticsearch
+def test_report_gives_the_same_verdict_from_elasticsearch(tmp_path: Path, es_url: str) -> None:
+    """`hvdlog report --es` gives each stall the verdict `report` gives from the files and `stalls` gives (8 ranks a class)."""
+    from elasticsearch.helpers import bulk
+
+    from elasticsearch import Elasticsearch
+    from hvdlog.elastic.templates import mappings
+    from hvdlog.parse import parse_paths
+
+    for kind in CLASSES:
+        write_hung_job(tmp_path, kind, 8, 5)
+    index = "hvdlog-hang-report"
+    es = Elasticsearch(es_url, request_timeout=120)
+    es.options(ignore_status=404).indices.delete(index=index)
+    es.indices.create(index=index, mappings=mappings(), settings={"number_of_shards": 1, "number_of_replicas": 0})
+    try:
+        docs = list(parse_paths([str(path) for path in sorted(tmp_path.rglob("*.jsonl"))]))
+        ok, errors = bulk(es, ({"_index": index, "_source": doc} for doc in docs), refresh="wait_for", raise_on_error=False)
+        assert not errors and ok == len(docs)
+        for kind in CLASSES:
             from_es = _report("--es", es_url, "--index", index, "--job", f"hang-{kind}")
-            assert from_es["hang"] == _report(str(jobs / f"hang-{kind}"))["hang"] == _verdict(files)
+            files, _, _ = _stalls("--json", str(tmp_path / f"hang-{kind}"))
+            assert from_es["hang"] == _report(str(tmp_path / f"hang-{kind}"))["hang"] == _verdict(files)
+            assert from_es["hang"]["kind"] == EXPECTED[kind][0]
     finally:
         es.indices.delete(index=index)
         es.close()
