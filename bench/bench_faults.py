@@ -192,12 +192,14 @@ def _command(fault: Fault, root: Path, job: str, work: Path, steps: int) -> list
             "--log-root", str(root), "--job", job, "--epochs", "1", "--steps-per-epoch", str(steps), *fault.flags]
 
 
-def run_one(fault: str, work: Path, index: int, steps: int, timeout: float) -> Outcome:
-    """One job with ``fault`` (``healthy``: none) under ``hvdlog watch``."""
+def run_one(fault: str, work: Path, index: int, steps: int, timeout: float, watch_nice: int = 0) -> Outcome:
+    """One job with ``fault`` (``healthy``: none) under ``hvdlog watch`` (``watch_nice``: its nice value, as an operator
+    who runs the watcher above training's priority on a loaded machine)."""
     root, job = work / f"{fault}-{index}", f"{fault}-{index}"
     root.mkdir(parents=True)
     spec = FAULTS.get(fault, Fault((), ""))
-    watch = subprocess.Popen([sys.executable, "-m", "hvdlog", "watch", "--json", "--interval", "1", "--from-start", str(root)],
+    nice = ["nice", "-n", str(watch_nice)] if watch_nice else []  # nice execs: the pid stays watch's (its schedstat)
+    watch = subprocess.Popen([*nice, sys.executable, "-m", "hvdlog", "watch", "--json", "--interval", "1", "--from-start", str(root)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**_env(), "PYTHONUNBUFFERED": "1"})
     reader = _Alerts(watch)
     reader.start()
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
     parser.add_argument("--busy", type=int, default=2, help="busy processes beside each job")
     parser.add_argument("--steps", type=int, default=12, help="steps per job (the faults act at step 5)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for a run's first alert")
+    parser.add_argument("--watch-nice", type=int, default=0, help="nice value of hvdlog watch (negative: above the jobs; needs the right)")
     parser.add_argument("--parallel", type=int, default=1, help="jobs run at once (each beside the others: more load)")
     parser.add_argument("--json", action="store_true", help="one JSON document per run instead of the table")
     args = parser.parse_args(argv)
@@ -324,7 +327,7 @@ def main(argv: list[str] | None = None) -> list[Outcome]:
 
             def one(fault: str, index: int) -> Outcome:
                 load, began = os.getloadavg()[0], time.monotonic()
-                outcome = run_one(fault, Path(work), index, args.steps, args.timeout)
+                outcome = run_one(fault, Path(work), index, args.steps, args.timeout, args.watch_nice)
                 outcome.wall_s, outcome.load1 = round(time.monotonic() - began, 1), round(load, 2)
                 print(json.dumps(asdict(outcome)) if args.json else f"{fault} #{index}: {outcome}", file=sys.stdout if args.json else sys.stderr,
                       flush=True)
