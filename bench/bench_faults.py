@@ -53,10 +53,14 @@ class Fault(NamedTuple):
     klass: str | None = None
     ranks: int = 2
     elastic: bool = False
+    #: Steps of the job when the fault needs more than ``--steps`` (a straggler needs steps after the fault to be seen).
+    steps: int | None = None
 
 
 #: fault -> how it is made and what is expected. Divergence runs 3 ranks: with 2, each waits for a tensor the
-#: other never submits and no rank is the odd one out (the class is right, the culprit cannot be told).
+#: other never submits and no rank is the odd one out (the class is right, the culprit cannot be told). So do
+#: the stragglers, over 24 steps: of two ranks, step figures cannot say which one is slow (watch never pages
+#: then), and the alert needs 5 steps from every rank after the fault and 3 checks in a row.
 FAULTS: dict[str, Fault] = {
     "crash": Fault(("--crash-rank", "1", "--crash-at-step", "5"), "failure"),
     "kill": Fault(("--fault", "kill"), "failure"),
@@ -66,8 +70,8 @@ FAULTS: dict[str, Fault] = {
     "stop": Fault(("--fault", "stop"), "stall", "dead_or_silent"),
     "capture-stuck": Fault(("--fault", "capture-stuck", "--hang-seconds", "600"), "stall", "capture_stuck"),
     "elastic-reset": Fault(("--kill-rank", "1", "--kill-at-step", "5", "--step-seconds", "0.2"), "failure", "recovered", elastic=True),
-    "input-straggler": Fault(("--fault", "input-straggler", "--straggler-delay", "0.3"), "straggler"),
-    "compute-straggler": Fault(("--fault", "compute-straggler", "--straggler-delay", "0.3"), "straggler"),
+    "input-straggler": Fault(("--fault", "input-straggler", "--straggler-delay", "0.3"), "straggler", ranks=3, steps=24),
+    "compute-straggler": Fault(("--fault", "compute-straggler", "--straggler-delay", "0.3"), "straggler", ranks=3, steps=24),
 }
 #: The fault's own event on rank 1, the benchmark's time zero.
 _FAULT_MARKS = (b'"injected ', b"InjectedFault", b"killing this worker")
@@ -181,6 +185,7 @@ def _command(fault: Fault, root: Path, job: str, work: Path, steps: int) -> list
     """The job's command line: train.py under ``horovodrun --gloo``, or elastic_train.py under an elastic launch
     (one slot on each of two names of this machine, so the killed worker's host is blacklisted and the survivor goes on)."""
     horovodrun = shutil.which("horovodrun") or "horovodrun"
+    steps = fault.steps or steps
     if not fault.elastic:
         return [horovodrun, "-np", str(fault.ranks), "--gloo", sys.executable, str(REPO / "training" / "train.py"), "--log-root", str(root),
                 "--job", job, "--epochs", "1", "--steps-per-epoch", str(steps), "--stall-after", str(STALL_AFTER), *fault.flags]
