@@ -49,9 +49,9 @@ SETTLE_S: Final = 2.0
 #: watchdogs of one job report about one watchdog poll (at most 1 s) apart, so a rank is not called
 #: silent before its report had the time to land.
 SILENCE_GRACE_S: Final = 1.5
-#: Seconds a stall before the job's first step must last to be alerted: while ranks import and join, the first
-#: ones wait in ``hvd.init``/``broadcast_parameters`` for the slowest (over 10 s on a loaded machine), which is
-#: no hang; one that lasts this long is.
+#: Seconds a watchdog stall before the job's first step must last to be alerted: while ranks import and join, the
+#: first ones wait in ``hvd.init``/``broadcast_parameters`` for the slowest (over 10 s on a loaded machine), which
+#: is no hang; one that lasts this long is. (Horovod's inspector reports only after a minute of its own.)
 STARTUP_STALL_S: Final = 60.0
 #: Step events kept per rank for the straggler analysis, and the fewest it needs from every rank.
 STEP_WINDOW: Final = 60
@@ -364,7 +364,7 @@ class Watcher:
         or it is a wait before the job's first step (a slow start) that has not lasted STARTUP_STALL_S."""
         first, began = job.stall_held.setdefault(key, (now, now - episode.duration_s))  # seen, and the episode's start as seen
         until = first + SILENCE_GRACE_S if verdict.kind == "dead_or_silent" and verdict.confidence != "certain" else now
-        if episode.step is None and not episode.shutdown:  # no step yet in the stalled ranks: they are starting
+        if episode.source == "watchdog" and episode.step is None and not episode.shutdown:  # no step yet: the ranks are starting
             until = max(until, began + STARTUP_STALL_S)
         if now < until:
             self._hold(until)

@@ -279,6 +279,10 @@ class TestEarlyFailure:
         assert "ValueError" in update.summary and update.episode == first.episode
         assert watcher.check(T0 + 9) == []
 
+
+class TestSlowStart:
+    """A wait before the first step is a slow start, not a hang, until it lasts STARTUP_STALL_S (watchdog reports only)."""
+
     def test_a_slow_start_is_no_stall_alert(self) -> None:
         """Before the first step rank 0 waits 12 s in broadcast_parameters for rank 1 still importing (a loaded machine):
         no alert; the same wait alerted once it has lasted STARTUP_STALL_S."""
@@ -298,3 +302,20 @@ class TestEarlyFailure:
         stuck = Watcher(silent_after=60)
         alerts = [a for at in range(3, int(STARTUP_STALL_S) + 8, 3) for a in _feed(stuck, [waiting(T0 + at)]) if a.kind == "stall"]
         assert [a.status for a in alerts] == ["firing"] and _seconds(alerts[0].time) >= T0 + STARTUP_STALL_S - 3
+
+    def test_horovod_s_inspector_is_not_held_as_a_slow_start(self) -> None:
+        """The real Open MPI capture of Horovod's stall inspector (no step on its lines): alerted on its first warning,
+        not STARTUP_STALL_S later (the inspector itself speaks only after a minute of stall)."""
+        from pathlib import Path
+
+        from hvdlog.query.files import FileSource
+        from hvdlog.query.spec import Filter
+
+        capture = Path(__file__).resolve().parents[1] / "corpus" / "horovod.core" / "mpi-stall-console.log"
+        docs = [doc for doc in FileSource([capture], timezone="UTC", warn=lambda message: None).search(Filter()) if "@timestamp" in doc]
+        warnings = [doc for doc in docs if (doc.get("horovod") or {}).get("stall", {}).get("source") == "inspector"
+                    or doc.get("horovod.stall.source") == "inspector"]
+        assert warnings, "the capture holds the inspector's warnings"
+        alerts = [a for a in _feed(Watcher(silent_after=600), docs) if a.kind == "stall"]
+        assert alerts and alerts[0].status == "firing" and alerts[0].ranks == [1], alerts
+        assert _seconds(alerts[0].time) - _seconds(warnings[0]["@timestamp"]) < 1.0
