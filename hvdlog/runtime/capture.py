@@ -281,8 +281,7 @@ class NativeCapture:
 
     def _release(self) -> None:
         """Point fds 1 and 2 back at the console and pass on what is still queued in the pipes."""
-        for fd, console in self.console_fds.items():
-            os.dup2(console, fd)
+        self._give_back_fds()
         for fd, read_end in self._read_ends.items():
             os.set_blocking(read_end, False)
             try:
@@ -292,6 +291,14 @@ class NativeCapture:
                 pass
             _close(read_end)
         self._read_ends.clear()
+
+    def _give_back_fds(self) -> None:
+        """Point fds 1 and 2 back at the console, but only those still on our pipes: a script
+        that re-pointed fd 1 at its own file (``os.dup2``) keeps writing there."""
+        for fd, console in self.console_fds.items():
+            read_end = self._read_ends.get(fd)
+            if read_end is None or _same_file(fd, read_end):
+                os.dup2(console, fd)
 
     def _report(self, level: str, message: str, fields: dict[str, Any]) -> None:
         emit = self.emit
@@ -317,8 +324,7 @@ class NativeCapture:
         with self._lock:
             self._stopping = True
             self._flushed.clear()
-            for fd, console in self.console_fds.items():
-                os.dup2(console, fd)
+            self._give_back_fds()
             self._continue_if_stopped()
             if self._running() is not None and self._read_ends:
                 self._ask_flush(timeout)
@@ -427,3 +433,16 @@ def _close(fd: int) -> None:
     if fd >= 0:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def _same_file(fd: int, other: int) -> bool:
+    """Whether two fds are the same open file (a pipe's two ends are); True when ``fd`` is closed."""
+    try:
+        mine = os.fstat(fd)
+    except OSError:
+        return True
+    try:
+        theirs = os.fstat(other)
+    except OSError:
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)

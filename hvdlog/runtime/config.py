@@ -37,7 +37,7 @@ from hvdlog.runtime.secrets import Redactor, secret_values
 from hvdlog.runtime.snapshot import SnapshotTrigger
 from hvdlog.runtime.timeline_export import TimelineCapture, timeline_requested
 from hvdlog.runtime.watchdog import StallWatchdog
-from hvdlog.runtime.writer import RankFileWriter, foreign_owner, make_private_dirs
+from hvdlog.runtime.writer import RankFileWriter, foreign_owner, make_private_dirs, not_regular
 
 __all__ = ["Configuration", "configure", "default_job_id", "get_logger", "refresh_rank", "shutdown"]
 
@@ -422,9 +422,10 @@ def _record_exit_in(config: Configuration) -> None:
     path, renderer = config.path, config.renderer
 
     def append(level: str, message: str, fields: dict[str, Any]) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
-            os.write(fd, renderer.render_safely(level, message, fields))
+            if not_regular(os.fstat(fd).st_mode) is None:  # never a FIFO planted there: it would block the exit
+                os.write(fd, renderer.render_safely(level, message, fields))
         finally:
             os.close(fd)
 

@@ -9,7 +9,11 @@ Faults (disk full, read-only or vanished directory, quota, I/O error) never reac
 caller: a short write is truncated back so no fragment stays in the file, the line is
 counted as dropped, the console is told once, and the next write that works first
 writes a ``log_dropped`` note (``drop_note``) with the count. Files are opened with
-``O_NOFOLLOW`` and created 0640 (directories 0750), the umask applying on top.
+``O_NOFOLLOW`` and ``O_NONBLOCK`` and must be regular files (a planted FIFO would block
+the open, or every write, for ever); they are created 0640 (directories 0750), the umask
+applying on top. A file deleted while open (its job folder removed) is noticed within a
+second (``st_nlink`` 0): the folder and file are made again, and what was written to the
+deleted file since it was last seen in place is counted as dropped.
 
 One writer object lives for the whole process and is re-pointed by ``open()``: loggers
 that structlog cached keep working across ``configure()`` calls. While closed, or when
@@ -23,19 +27,24 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["DIR_MODE", "FILE_MODE", "RankFileWriter", "foreign_owner", "make_private_dirs"]
+__all__ = ["DIR_MODE", "FILE_MODE", "RankFileWriter", "foreign_owner", "make_private_dirs", "not_regular"]
 
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+)
 FILE_MODE = 0o640
 DIR_MODE = 0o750
 _STDERR = 2
 _REOPEN_EVERY = 1.0
+_CHECK_EVERY = 1.0  # seconds between two looks at whether the open file was deleted
+_monotonic = time.monotonic
 _NO_LIMIT = 1 << 62  # "room" of a file that never rotates
 _os_write = os.write  # one global lookup on the hot path
 
@@ -75,6 +84,32 @@ def _errno_name(exc: OSError) -> str:
     return errno.errorcode.get(exc.errno or 0, "OSError")
 
 
+def not_regular(mode: int) -> str | None:
+    """What a file of this ``st_mode`` is when it is not a regular file (``a FIFO``), else None."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def _newlines_since(fd: int, offset: int) -> int | None:
+    """Lines written to ``fd`` after ``offset`` (read back through ``/proc``: the fd is write-only); None if unknown."""
+    try:
+        source = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        count, position = 0, offset
+        while chunk := os.pread(source, 1 << 20, position):
+            count += chunk.count(b"\n")
+            position += len(chunk)
+        return count
+    except OSError:
+        return None
+    finally:
+        os.close(source)
+
+
 _WRITERS: weakref.WeakSet[RankFileWriter] = weakref.WeakSet()
 
 
@@ -102,7 +137,7 @@ class RankFileWriter:
     """
 
     __slots__ = (
-        "__weakref__", "_lock", "_next_open", "_refused", "_retired", "_room", "_warned",
+        "__weakref__", "_checked_size", "_lock", "_next_check", "_next_open", "_refused", "_retired", "_room", "_rotating", "_warned",
         "backups", "console_fd", "drop_note", "drop_reason", "dropped", "fallback_console", "fd", "last_resumed", "max_bytes", "path", "total_dropped",
     )
 
@@ -113,6 +148,9 @@ class RankFileWriter:
         self._retired = -1
         self._room = _NO_LIMIT  # bytes the file may still take before rotation
         self._next_open = 0.0
+        self._next_check = 0.0
+        self._checked_size = 0
+        self._rotating = False
         self._refused = False
         self._warned = False
         self.fd = -1
@@ -151,30 +189,57 @@ class RankFileWriter:
 
     def _try_open(self) -> bool:
         """Open ``self.path`` (lock held); on failure warn once and retry later."""
+        fd = self._open_file()
+        if fd < 0:
+            return False
+        self.fd = fd
+        return True
+
+    def _open_file(self) -> int:
+        """A new fd on ``self.path``, its room measured (lock held); -1 (warned once) when it cannot be opened.
+
+        ``O_NONBLOCK``: a FIFO planted at the path fails at once (``ENXIO``) instead of
+        blocking until a reader comes; it, or a device, is refused for good.
+        """
         assert self.path is not None
         self._next_open = time.monotonic() + _REOPEN_EVERY
+        instead = "writing lines to stderr" if self.fallback_console else "dropping lines"
         try:
             make_private_dirs(self.path.parent)
             fd = os.open(self.path, _FLAGS, FILE_MODE)
         except OSError as exc:
             self.drop_reason = _errno_name(exc)
-            instead = "writing lines to stderr" if self.fallback_console else "dropping lines"
             if exc.errno == errno.ELOOP:  # a symlink planted where our file goes: never follow it
                 self._refused = True
                 self._warn(f"hvdlog: {self.path} is a symbolic link: refusing to follow it; {instead} instead")
+            elif exc.errno == errno.ENXIO:  # a FIFO nobody reads (or a device without its hardware)
+                self._refuse_kind("not a regular file", instead)
             elif not self._warned:  # once per episode, not at every retry
                 self._warn(f"hvdlog: cannot open {self.path}: {exc.strerror or exc}; {instead} until it can be opened")
-            return False
-        self.fd = fd
+            return -1
         try:
-            size = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            kind = not_regular(info.st_mode)
+            if kind is None:
+                os.set_blocking(fd, True)
         except OSError:
-            size = 0
+            kind, info = None, None
+        if kind is not None:
+            os.close(fd)
+            self._refuse_kind(kind, instead)
+            return -1
+        size = info.st_size if info is not None else 0
         self._room = self.max_bytes - size if self.max_bytes else _NO_LIMIT
+        self._checked_size, self._next_check = size, _monotonic() + _CHECK_EVERY
         if self._warned:
             self._say(f"hvdlog: writing {self.path} again\n")
             self._warned = False
-        return True
+        return fd
+
+    def _refuse_kind(self, kind: str, instead: str) -> None:
+        self._refused = True
+        self.drop_reason = "not_regular"
+        self._warn(f"hvdlog: {self.path} is {kind}, not a regular file: refusing it; {instead} instead")
 
     # -- the hot path ---------------------------------------------------------------------
     def write(self, line: bytes, count_drop: bool = True) -> bool:
@@ -185,6 +250,8 @@ class RankFileWriter:
         """
         try:
             with self._lock:
+                if _monotonic() >= self._next_check:
+                    self._check_in_place()
                 fd = self.fd
                 if fd < 0 or self.dropped:
                     return self._write_locked(line, count_drop)
@@ -197,9 +264,8 @@ class RankFileWriter:
                 if written != len(line):
                     self._take_back(written)
                     return self._drop(line) if count_drop else False
-                room = self._room - written
-                self._room = room
-                if room <= 0:  # only with a size limit
+                self._room -= written
+                if self._room <= 0:  # only with a size limit
                     self._rotate()
                 return True
         except Exception as exc:  # noqa: BLE001 - logging must never raise into training code
@@ -239,6 +305,36 @@ class RankFileWriter:
         if self._room <= 0:  # only with a size limit
             self._rotate()
         return True
+
+    def _check_in_place(self) -> None:
+        """Once a second (lock held): was the open file deleted (``rm -r`` of the job folder)?
+
+        Writes to a deleted file succeed and reach nobody. Then the folder and file are made
+        again, and the lines written since the file was last seen in place are counted as
+        dropped (reason ``deleted``; some may have been written before the deletion).
+        """
+        self._next_check = _monotonic() + _CHECK_EVERY
+        fd = self.fd
+        if fd < 0:
+            return
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            return
+        if info.st_nlink:
+            self._checked_size = info.st_size
+            return
+        since = _newlines_since(fd, self._checked_size)
+        self._say(
+            f"hvdlog: {self.path} was deleted while in use; writing a new one "
+            f"({'an unknown number of' if since is None else since} lines written since it was last seen may be lost)\n"
+        )
+        self.fd = -1
+        self._retire(fd)
+        self.drop_reason = "deleted"
+        self.dropped += since or 0
+        self.total_dropped += since or 0
+        self._try_open()
 
     def _reopen(self) -> bool:
         """Try to open the file again, at most once a second (lock held)."""
@@ -329,10 +425,22 @@ class RankFileWriter:
         self._retired = fd
 
     def _rotate(self) -> None:
-        """Rename the full file away and start a new one (lock held, between two lines)."""
+        """Rename the full file away and start a new one (lock held, between two lines).
+
+        A signal handler that logs meanwhile (the lock is re-entrant) writes to the file
+        being renamed, which stays open until the new one is: it never rotates a second
+        time, and its line never falls back to the console.
+        """
         path = self.path
-        if path is None:
+        if path is None or self._rotating:
             return
+        self._rotating = True
+        try:
+            self._rotate_now(path)
+        finally:
+            self._rotating = False
+
+    def _rotate_now(self, path: Path) -> None:
         try:
             if self.backups:
                 for index in range(self.backups - 1, 0, -1):
@@ -347,10 +455,9 @@ class RankFileWriter:
             if not self._warned:
                 self._warn(f"hvdlog: cannot rotate {path}: {exc.strerror or exc}; still appending")
             return
-        old_fd, self.fd = self.fd, -1
+        old_fd = self.fd
+        self.fd = self._open_file()  # measures the new file's room; -1: stderr until it opens
         self._retire(old_fd)
-        self._room = _NO_LIMIT  # until the new file is open (_try_open measures it)
-        self._try_open()
 
     def close(self) -> None:
         """Close the file; later lines go to stderr until the next ``open()``."""
