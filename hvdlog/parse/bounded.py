@@ -23,7 +23,9 @@ from typing import Final, Protocol
 
 import orjson
 
-__all__ = ["DOCUMENT_BOUND", "MAX_LINE_BYTES", "TRUNCATED_TAG", "CutCounter", "blocks", "cut_bytes", "cut_line", "lines", "tail_bytes"]
+__all__ = [
+    "DOCUMENT_BOUND", "MAX_LINE_BYTES", "TRUNCATED_TAG", "CutCounter", "LongLine", "blocks", "counted_cut", "cut_bytes", "cut_line", "lines", "tail_bytes",
+]
 
 
 class Readable(Protocol):
@@ -121,6 +123,40 @@ def _cut(line: bytes, limit: int) -> tuple[bytes, int]:
 def cut_line(line: bytes, limit: int = MAX_LINE_BYTES) -> bytes:
     """``line`` within the bound: unchanged when it fits, else its first and last bytes around the mark."""
     return line if len(line) <= limit else _cut(line, limit)[0]
+
+
+def counted_cut(line: bytes, counter: CutCounter, limit: int = MAX_LINE_BYTES) -> bytes:
+    """:func:`cut_line`, counting a cut in ``counter``."""
+    if len(line) <= limit:
+        return line
+    cut, dropped = _cut(line, limit)
+    counter.lines += 1
+    counter.bytes += dropped
+    return cut
+
+
+class LongLine:
+    """A line over the bound that arrives in pieces (a followed file growing): only its first
+    bytes and its last :func:`tail_bytes` are held, however long it gets."""
+
+    __slots__ = ("head", "keep", "tail", "total")
+
+    def __init__(self, start: bytes, limit: int = MAX_LINE_BYTES) -> None:
+        self.keep = tail_bytes(limit)
+        self.head = start[: limit - self.keep]
+        self.tail = start[max(len(self.head), len(start) - self.keep) :]
+        self.total = len(start)
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        self.tail = (self.tail + data[-self.keep :])[-self.keep :]
+
+    def end(self, counter: CutCounter) -> bytes:
+        """The line, cut around the mark (counted in ``counter``)."""
+        line, dropped = _joined(self.head, self.tail, self.total - len(self.head) - len(self.tail))
+        counter.lines += 1
+        counter.bytes += dropped
+        return line
 
 
 def cut_bytes(line: bytes | str) -> int | None:

@@ -16,7 +16,10 @@ a handle kept open, which survives a rename and a delete:
   read anew from 0;
 - a deleted or renamed-away file is read to its end, then closed once it stopped growing.
 
-Only whole lines are taken: the bytes after a file's last newline wait for the rest.
+Only whole lines are taken: the bytes after a file's last newline wait for the rest. The
+line bound of the one-shot read applies (:mod:`hvdlog.parse.bounded`): growth is read in
+blocks, a line longer than ``HVDLOG_MAX_LINE_BYTES`` keeps its first and last bytes around a
+mark, and an unfinished one past the bound is held only as those ends while it grows.
 
 A file named directly (``grep -f rank-1.jsonl``) has a *companion*, ``rank-1.jsonl.1``, the
 name both rotation schemes give the newest rotation: it is looked at only to recognise the
@@ -32,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from hvdlog.parse.bounded import MAX_LINE_BYTES, TRUNCATED_TAG, CutCounter, LongLine, counted_cut
+
 __all__ = ["Followed", "Follower"]
 
 #: Bytes of a file's start that identify its content (to recognise a copy).
@@ -43,6 +48,9 @@ _LINGER: Final = 2
 #: Polls a new file whose bytes so far begin a followed file's waits before it is taken as new
 #: (a copy being written; ``shutil.copyfile`` and logrotate create it empty, then fill it).
 _UNDECIDED_POLLS: Final = 10
+
+#: Bytes read from a file at a time (more than the line bound: a block without a newline is a long line).
+_BLOCK: Final = max(8 << 20, MAX_LINE_BYTES + 1)
 
 #: What identifies a followed file's content: (its key, its first bytes, the offset read to).
 Known = list[tuple[tuple[int, int], bytes, int]]
@@ -60,6 +68,8 @@ class Followed:
     copy_of: tuple[int, int] | None = None  # the followed file this one was recognised as a copy of
     #: (first bytes, offset) before it was last truncated in place: its copy may appear later
     former: tuple[bytes, int] | None = None
+    #: An unfinished line past the line bound, read up to ``offset`` (only its ends are held).
+    long: LongLine | None = None
 
 
 def _identity(stat: os.stat_result) -> tuple[int, int]:
@@ -90,6 +100,8 @@ class Follower:
         self._files: dict[tuple[int, int], Followed] = {}
         self._warned: set[Path] = set()
         self._undecided: dict[tuple[int, int], int] = {}  # new files that may become a copy: polls waited
+        #: Lines cut to the line bound so far.
+        self.cuts = CutCounter()
 
     def start(self) -> None:
         """Know every file there now, positioned after its last whole line (only what comes later is new)."""
@@ -112,12 +124,16 @@ class Follower:
             if key is not None:
                 seen.add(key)
         found = []
+        cut_before = self.cuts.lines
         for key, item in sorted(self._files.items(), key=lambda pair: pair[1].copy_of is None):  # copies first
             lines = self._read(item)
             if lines:
                 found.append((item.path, lines))
             self._skip_copied(item)
             self._linger(key, item, bool(lines), key in seen)
+        if self.cuts.lines > cut_before:
+            self._warn(f"{self.cuts.lines - cut_before} line(s) longer than {MAX_LINE_BYTES} bytes were cut as they were read "
+                       f"(their first and last bytes are kept, tagged {TRUNCATED_TAG})")
         return found
 
     def _skip_copied(self, copy: Followed) -> None:
@@ -187,20 +203,45 @@ class Follower:
             if size < item.offset or head != item.head:
                 if item.head:  # its copy may appear after this (logrotate copies, then truncates)
                     item.former = (item.head, item.offset)
-                item.offset, item.head = 0, b""  # truncated or rewritten in place: read anew
+                item.offset, item.head, item.long = 0, b"", None  # truncated or rewritten in place: read anew
             if size <= item.offset:
                 if len(item.head) < _HEAD and size > len(item.head):
                     item.head = _pread(item.fd, _HEAD, 0)
                 return []
-            data = _pread(item.fd, size - item.offset, item.offset)
+            lines = self._read_lines(item, size)
         except OSError as exc:
             self._warn(f"{item.path}: cannot read ({exc.strerror}); skipped")
             return []
-        whole = data[: data.rfind(b"\n") + 1]
-        item.offset += len(whole)
         if len(item.head) < _HEAD:
             item.head = _pread(item.fd, _HEAD, 0)
-        return whole.splitlines()
+        return lines
+
+    def _read_lines(self, item: Followed, size: int) -> list[bytes]:
+        """The whole lines between ``item.offset`` and ``size``, block by block, each within the
+        line bound; ``offset`` ends after the last newline, or after a long unfinished line."""
+        lines: list[bytes] = []
+        while item.offset < size:
+            data = os.pread(item.fd, min(_BLOCK, size - item.offset), item.offset)
+            if not data:
+                break
+            if item.long is not None:  # the rest of a long line: only its end is kept
+                newline = data.find(b"\n")
+                item.long.add(data if newline < 0 else data[:newline])
+                item.offset += len(data) if newline < 0 else newline + 1
+                if newline >= 0:
+                    lines.append(item.long.end(self.cuts))
+                    item.long = None
+                continue
+            end = data.rfind(b"\n") + 1
+            if end:
+                lines.extend(counted_cut(line, self.cuts) for line in data[:end].splitlines())
+                item.offset += end
+            elif len(data) > MAX_LINE_BYTES:  # an unfinished line already past the bound
+                item.long = LongLine(data)
+                item.offset += len(data)
+            else:
+                break  # an unfinished line: it waits for the rest
+        return lines
 
     def _linger(self, key: tuple[int, int], item: Followed, grew: bool, visible: bool) -> None:
         """Close a file no followed path shows any more, once it stopped growing."""
