@@ -190,6 +190,19 @@ def test_nothing_found_is_one_sentence_on_stderr_and_exit_1(tmp_path: Path) -> N
         assert result.exit_code == 1 and result.stdout == "" and result.stderr.strip() == f"hvdlog: {sentence}", result.stderr
 
 
+def test_nothing_found_counts_the_rank_a_path_gives(tmp_path: Path) -> None:
+    """A rank's native capture whose lines carry no rank: its path says rank 0, so the sentence says 1 rank
+    (it once said "lines without ranks")."""
+    capture = tmp_path / "demo" / "node1" / "rank-0.stdout.log"
+    capture.parent.mkdir(parents=True)
+    capture.write_text("loading data\nepoch 1 done\n")
+    read = f"1 rank of job demo (1 file, {capture.stat().st_size} bytes read)"
+    for command, sentence in (("stalls", f"no stall in {read}"), ("first-failure", f"no failure in {read}")):
+        for path in (capture, tmp_path):
+            result = _cli(command, str(path))
+            assert result.exit_code == 1 and result.stderr.strip() == f"hvdlog: {sentence}", result.stderr
+
+
 def test_first_failure_json_carries_reasoning_and_confidence(tmp_path: Path) -> None:
     console = tmp_path / "console.log"
     console.write_text("[0]<stderr>:Killed\nProcess 0 exit with status code 137.\n[1]<stderr>:Terminated\n")
