@@ -43,6 +43,19 @@ def test_an_abort_after_the_ranks_own_peer_loss_is_collateral() -> None:
     assert [item["rank"] for item in report.collateral] == [0]
 
 
+def test_collateral_is_listed_in_the_order_the_ranks_went_down() -> None:
+    """Rank 3 lost its peer before rank 1 did: collateral reads 3, then 1 (it once read in rank order)."""
+    docs = _console("""
+[2]<stderr>:Killed
+[3]<stderr>:RuntimeError: gloo::IoException: Connection closed by peer [10.0.0.2]:1234
+[1]<stderr>:RuntimeError: gloo::IoException: Connection closed by peer [10.0.0.2]:1234
+""")
+    (report,) = first_failure(docs)
+    assert report.blamed_ranks == [2]
+    assert [item["rank"] for item in report.collateral] == [3, 1]
+    assert "rank 3's traceback and rank 1's traceback follow from it" in report.reasoning, report.reasoning
+
+
 def test_the_launchers_verdict_orders_untimed_candidates_and_is_never_the_culprit() -> None:
     docs = _console("""
 [0]<stderr>:ValueError: bad batch
