@@ -12,6 +12,7 @@ from hvdlog.analyses.stalls import find_stalls
 from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
+from hvdlog.cli.text import hanging
 from hvdlog.query.spec import format_ranks
 
 __all__ = ["first_failure"]
@@ -66,11 +67,11 @@ def _print(printer: Printer, report: FailureReport, culprit: dict[str, Any] | No
     if report.recovered:
         printer.text(f"  {report.recovered['text'] if isinstance(report.recovered, dict) else 'the job recovered'}", style="green")
     for item in report.other_errors:
-        printer.text(f"  also failed: {_where(item)}: {item.get('message')}", style="red")
+        printer.text(hanging(f"  also failed: {_where(item)}: ", str(item.get("message"))), style="red")
     for item in report.collateral:
-        printer.text(f"  collateral: {_where(item)} ({item.get('reason')}): {item.get('message')}")
+        printer.text(hanging(f"  collateral: {_where(item)} ({item.get('reason')}): ", str(item.get("message"))))
     for item in report.evidence:
-        printer.text(f"  launcher: {item.get('message')}", style="dim")
+        printer.text(hanging("  launcher: ", str(item.get("message"))), style="dim")
 
 
 @click.command("first-failure", context_settings={"help_option_names": ["-h", "--help"]})

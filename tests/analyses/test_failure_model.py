@@ -216,6 +216,19 @@ def test_nothing_found_counts_the_rank_a_path_gives(tmp_path: Path) -> None:
             assert result.exit_code == 1 and result.stderr.strip() == f"hvdlog: {sentence}", result.stderr
 
 
+def test_a_multi_line_launcher_verdict_is_indented_under_its_label(tmp_path: Path) -> None:
+    """horovodrun's verdict spans three lines: the two after the first sit under it, not at column 0."""
+    console = tmp_path / "console.log"
+    console.write_text("[3]<stderr>:KeyError: 'label'\nTraceback (most recent call last):\n"
+                       '  File "/usr/bin/horovodrun", line 8, in <module>\n'
+                       "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing "
+                       "the job to be terminated. The first process to do so was:\nProcess name: 3\nExit code: 250\n")
+    lines = _cli("first-failure", str(console)).stdout.splitlines()
+    (start,) = [number for number, line in enumerate(lines) if line.startswith("  launcher: RuntimeError: Horovod detected")]
+    assert lines[start + 1:start + 3] == [" " * 12 + "Process name: 3", " " * 12 + "Exit code: 250"], lines
+    assert all(line.startswith("  ") for line in lines[1:]), lines
+
+
 def test_first_failure_json_carries_reasoning_and_confidence(tmp_path: Path) -> None:
     console = tmp_path / "console.log"
     console.write_text("[0]<stderr>:Killed\nProcess 0 exit with status code 137.\n[1]<stderr>:Terminated\n")
