@@ -18,7 +18,7 @@ from hvdlog.analyses.fingerprint import describe_fingerprint
 from hvdlog.analyses.report import collect, report
 from hvdlog.cli.options import Run, fail, source_options
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.cli.pictures import step_sparkline
+from hvdlog.cli.pictures import figure_sparkline
 from hvdlog.cli.timeline_output import timeline_analyses
 from hvdlog.query.spec import format_ranks
 from hvdlog.timeline.wait_evidence import culprits
@@ -100,8 +100,9 @@ def _print(printer: Printer, item: dict[str, Any]) -> None:
             printer.text(f"  {'':<14} why ({section['confidence']}): {section['reasoning']}")
         if key == "first_failure" and (mark := section.get("fingerprint")):
             printer.text(f"  {'':<14} fingerprint {mark['id']}: {describe_fingerprint(mark)}")
-        if key == "stragglers" and section["progress"]:
-            printer.text(f"  {'':<14} step by rank {step_sparkline(section['progress'], printer.stream.isatty())}")
+        if key == "stragglers" and section.get("picture"):
+            title, values = section["picture"]["figure"], {int(rank): value for rank, value in section["picture"]["ranks"].items()}
+            printer.text(f"  {'':<14} {figure_sparkline(title, values, printer.stream.isatty())}")
     if item.get("autotune"):
         printer.text(f"  {'autotune':<14} {item['autotune']['summary']}")
 

@@ -71,7 +71,7 @@ class TestReport:
         assert titles == ["first", "stalls", "stragglers", "timeline", "resources"], lines
         assert f"(more: hvdlog first-failure {root / 'crashed'})" in result.stdout
         assert f"(more: hvdlog stalls {root / 'crashed'})" in result.stdout
-        assert "step by rank 0-1:" in result.stdout and "\x1b[" not in result.stdout
+        assert "steps/s by rank 0-1:" in result.stdout and "\x1b[" not in result.stdout  # no samples/s logged: steps/s
 
     def test_json_is_one_document_per_job_with_every_section(self, root: Path) -> None:
         """--json: job facts, status with confidence and reasoning, each section, the 'more' commands; oldest activity first."""
