@@ -147,10 +147,11 @@ def test_every_command_gives_the_same_verdict(jobs: Path, name: str, expected: d
 
 
 def test_a_real_elastic_recovery(elastic_example: ElasticRun) -> None:
-    """Rank 1 killed at step 3, rank 0 reset and finished alone: recovered, and rank 1 the culprit, everywhere."""
+    """Rank 1 killed at step 3, rank 0 reset and finished alone: recovered, and rank 1 the culprit, everywhere.
+    A SIGKILLed rank says nothing of its step, so no command names one (its last step event is not where it died)."""
     assert elastic_example.returncode == 0, elastic_example.console[-3000:]
     assert_agree(views(elastic_example.directory, elastic_example.root),
-                 {"status": "recovered", "culprit": [1], "step": 3, "recovered": True, "stragglers": []})
+                 {"status": "recovered", "culprit": [1], "step": None, "recovered": True, "stragglers": []})
 
 
 def test_a_copied_folder_keeps_its_times(jobs: Path) -> None:
