@@ -12,6 +12,9 @@ from hvdlog.query.spec import format_ranks
 
 __all__ = ["jobs"]
 
+#: A status's reason is cut here in the table (a hang's or a recovery's reason fits; an exception's message may not).
+REASON = 140
+
 
 def _size(value: int | None) -> str:
     if value is None:
@@ -86,7 +89,7 @@ def _print(rows: list[JobRow], as_json: bool) -> None:
         state = f"{row.status['state']} ({row.status['confidence']})"
         printer.text(
             f"{str(row.job)[:28]:<28} {len(row.ranks):>5} {hosts[:16]:<16} {format_time(row.first):<24} {format_time(row.last):<24} "
-            f"{_size(row.size_bytes):>9}  {state}: {clip(row.status['reasoning'])}",  # report and --json: the whole reason
+            f"{_size(row.size_bytes):>9}  {state}: {clip(row.status['reasoning'], REASON)}",  # report and --json: the whole reason
             style={"failed": "bold red", "running": "cyan"}.get(row.status["state"]),
         )
         if len(row.ranks) and not as_json and format_ranks(row.ranks) != f"0-{len(row.ranks) - 1}":

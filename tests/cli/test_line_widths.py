@@ -16,8 +16,8 @@ REPO = Path(__file__).resolve().parents[2]
 REALWORLD = REPO / "tests" / "corpus" / "realworld"
 #: The cases whose lines were the longest (cause, collateral, reasons, tensor names).
 CASES = ("tf211-graph-execution-error", "gloo-nccl-init-chained", "compose-prefix-stalled-ops-v015")
-#: Columns a line may take (the jobs table's fixed columns are 121 wide before the status).
-WIDEST = 240
+#: Columns a line may take (the jobs table's fixed columns are 121 wide before the status and its reason).
+WIDEST = 280
 
 
 def _lines(command: str, case: str, *options: str) -> list[str]:
