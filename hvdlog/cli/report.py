@@ -95,8 +95,9 @@ def _print(printer: Printer, item: dict[str, Any]) -> None:
     printer.text(f"  {status['state'].upper()} ({status['confidence']}): {clip(status['reasoning'], 2 * SHORT)}", style=_STATE_STYLE.get(status["state"]))
     for title, key, _ in _SECTIONS:
         section = item.get(key) or {"summary": "none: no rank failed"}
-        # one line each, the free text cut (the command named after "more" shows it whole)
-        printer.text(f"  {title:<14} {clip(section['summary'])}   (more: {item['more'][key]})",
+        # one line each: a failure's free text cut at SHORT, any other summary at twice that (the command named after "more" shows it whole)
+        summary = clip(section["summary"], SHORT if key == "first_failure" else 2 * SHORT)
+        printer.text(f"  {title:<14} {summary}   (more: {item['more'][key]})",
                      style="red" if key == "first_failure" and item.get(key) else None)
         if key == "first_failure" and section.get("reasoning") and section["reasoning"] not in section["summary"]:
             printer.text(f"  {'':<14} why ({section['confidence']}): {clip(section['reasoning'])}")
