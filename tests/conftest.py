@@ -13,6 +13,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
+from support.elastic_run import ElasticRun, run_example  # noqa: E402
 from support.elasticsearch import ElasticsearchServer, default_es_home, requested_majors  # noqa: E402
 
 # Horovod prints local time without a zone: pin it so golden files are stable.
@@ -76,3 +77,10 @@ def fixture_es(es_url: str):
     client = Elasticsearch(es_url, request_timeout=30)
     yield client
     client.close()
+
+
+@pytest.fixture(name="elastic_example", scope="session")
+def fixture_elastic_example(tmp_path_factory: pytest.TempPathFactory) -> ElasticRun:
+    """README's elastic example run once per session (a real elastic job: minutes on 2 shared cores),
+    for every test that reads it (tests/runtime/test_resets.py, tests/analyses/test_agreement.py)."""
+    return run_example(tmp_path_factory.mktemp("elastic-example"))

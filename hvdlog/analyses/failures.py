@@ -314,8 +314,12 @@ def _per(item: Evidence) -> str:
 
 def _fates(report: FailureReport, ranks: dict[_Key, _Rank], culprit: Evidence | None, blamed: set[_Key]) -> None:
     """Every other known rank: collateral (a consequence, or a kill or exit status after the first
-    failure) or a failure of its own (its own exception or crash after the culprit's)."""
-    for key in sorted(k for k in ranks if k[1] is not None and k not in blamed):
+    failure) or a failure of its own (its own exception or crash after the culprit's), in the
+    order they went down (their first evidence; rank order only breaks ties)."""
+    def went_down(key: _Key) -> tuple[int, _Key]:
+        return min((item.order for item in ranks[key].relevant()), default=0), key
+
+    for key in sorted((k for k in ranks if k[1] is not None and k not in blamed), key=went_down):
         fate, first = ranks[key].fate()
         if first is None or fate in ("expected", "none"):
             continue

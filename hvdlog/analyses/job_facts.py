@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from hvdlog.documents import Document, get_field, timestamp_millis
+from hvdlog.fields import APP_DATASET
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition
 
 __all__ = ["END_EVENTS", "JobFacts", "iso"]
@@ -29,6 +30,10 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _widened(span: tuple[int, int] | None, millis: int) -> tuple[int, int]:
+    return (millis, millis) if span is None else (min(span[0], millis), max(span[1], millis))
+
+
 def is_stall_report(doc: Document) -> bool:
     """A stall report (watchdog or Horovod's inspector): while a job hangs these are its newest events."""
     return get_field(doc, "event.action") == "stall" or get_field(doc, "horovod.stall.missing_ranks") is not None
@@ -41,8 +46,15 @@ class JobFacts:
     job: str | None
     ranks: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
+    #: The job's time span: hvdlog's own records (its events, the exit records) when there are any,
+    #: else every timed line. ``jobs`` reads the span from the events files' ends and Elasticsearch
+    #: from those records; a native line's arrival time (the launcher's first lines) would widen
+    #: ``report``'s span past theirs.
     first_ms: int | None = None
     last_ms: int | None = None
+    #: The span of hvdlog's own records, and of the other lines.
+    own_span: tuple[int, int] | None = None
+    other_span: tuple[int, int] | None = None
     last_step: int | None = None
     size: int | None = None
     events: int = 0
@@ -96,8 +108,11 @@ class JobFacts:
             self.size = max(self.size or 0, size)
         if millis is None:
             return
-        self.first_ms = millis if self.first_ms is None else min(self.first_ms, millis)
-        self.last_ms = millis if self.last_ms is None else max(self.last_ms, millis)
+        if action == "launcher_exit" or get_field(doc, "event.dataset") == APP_DATASET:
+            self.own_span = _widened(self.own_span, millis)
+        else:
+            self.other_span = _widened(self.other_span, millis)
+        self.first_ms, self.last_ms = self.own_span or self.other_span or (None, None)
         if is_stall_report(doc):
             self.last_stall_ms = max(self.last_stall_ms or 0, millis)
         elif action not in ("process_exit", "launcher_exit", "resources"):

@@ -173,8 +173,8 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
             "aggs": {
                 "first": {"min": {"field": "@timestamp"}},
                 "last": {"max": {"field": "@timestamp"}},
-                # over files the span is read from the events files' ends: hvdlog's own events decide it here too
-                "app": {"filter": {"term": {"event.dataset": APP_DATASET}},
+                # over files the span is read from the events files' ends: hvdlog's own records (events, exit records) decide it here too
+                "app": {"filter": {"bool": {"should": [{"term": {"event.dataset": APP_DATASET}}, {"term": {"event.action": "launcher_exit"}}]}},
                         "aggs": {"first": {"min": {"field": "@timestamp"}}, "last": {"max": {"field": "@timestamp"}}}},
                 "ranks": {"terms": {"field": "rank", "size": 4096}},
                 "hosts": {"terms": {"field": "host.name", "size": 256}},

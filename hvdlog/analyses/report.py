@@ -22,7 +22,7 @@ from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
 from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.resources import RESOURCE_EVENTS, figures, short
 from hvdlog.analyses.stalls import STALL_EVENTS, find_stalls
-from hvdlog.analyses.stragglers import STEP_EVENTS, RankProgress, corroborate, settle, stragglers
+from hvdlog.analyses.stragglers import STEP_EVENTS, RankProgress, corroborate, picture_figure, settle, stragglers
 from hvdlog.documents import Document, job_of
 from hvdlog.query.spec import Condition, Filter, format_ranks
 
@@ -96,12 +96,15 @@ def stall_section(episodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def straggler_section(model: JobModel, rows: list[RankProgress]) -> dict[str, Any]:
     """Flagged ranks with their first reason and evidence (step figures and the timeline), the job's
-    verdict when none is flagged, and every rank's last step (the picture)."""
+    verdict when none is flagged, every rank's last step, and the picture: each rank's samples/s
+    (what differs between ranks; last steps are equal in synchronous training)."""
     flagged = model.stragglers
     progress = {row.rank: row.last_step for row in rows}
+    title, values = picture_figure(rows)
     text = "; ".join(f"rank {item['rank']}: {item['reasons'][0]}" for item in flagged[:3]) if flagged else model.straggler_verdict
     more = f" (+{len(flagged) - 3} more)" if len(flagged) > 3 else ""
-    return {"flagged": flagged, "progress": progress, "summary": text + more}
+    return {"flagged": flagged, "progress": progress, "picture": {"figure": title, "ranks": values} if values else None,
+            "summary": text + more}
 
 
 def timeline_section(analysis: Any, named: list[Any]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ __all__ = [
     "EPOCH_FIELD",
     "MAD_CUTOFF",
     "MIN_RANKS",
+    "PICTURE_FIGURES",
     "STEP_EVENTS",
     "RankProgress",
     "RankTrack",
@@ -53,6 +54,7 @@ __all__ = [
     "corroborate",
     "decade",
     "judge",
+    "picture_figure",
     "sample_bin",
     "settle",
     "stragglers",
@@ -132,6 +134,22 @@ class RankProgress:
         """The fields, for ``--json`` (a shallow copy: ``asdict``'s deep copy was a fifth of
         ``stragglers --es`` at 1,024 ranks, and the row is serialised at once)."""
         return {name: getattr(self, name) for name in _PROGRESS_FIELDS}
+
+
+#: What a per-rank picture plots, first known wins: samples/s measured before the allreduce wait
+#: differs between ranks; steps/s and the last step are equal in synchronous training (the
+#: collectives keep the ranks in step), so they are drawn only when nothing better is known.
+PICTURE_FIGURES: Final = (("samples_per_sec", "samples/s"), ("steps_per_sec", "steps/s"), ("last_step", "last step"))
+
+
+def picture_figure(rows: Iterable[RankProgress]) -> tuple[str, dict[int, float | None]]:
+    """The first of :data:`PICTURE_FIGURES` some rank has, per rank (rounded for the eye); ``("", {})`` when none."""
+    rows = list(rows)
+    for name, title in PICTURE_FIGURES:
+        values: dict[int, float | None] = {row.rank: getattr(row, name) for row in rows}
+        if any(value is not None for value in values.values()):
+            return title, {rank: None if value is None else round(float(value), 1) for rank, value in values.items()}
+    return "", {}
 
 
 _PROGRESS_FIELDS: Final = tuple(item.name for item in fields(RankProgress))

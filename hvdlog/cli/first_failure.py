@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import click
@@ -12,6 +13,7 @@ from hvdlog.analyses.stalls import find_stalls
 from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
+from hvdlog.cli.text import SHORT, clip, hanging
 from hvdlog.query.spec import format_ranks
 
 __all__ = ["first_failure"]
@@ -50,27 +52,38 @@ def _headline(report: FailureReport, culprit: dict[str, Any] | None) -> tuple[st
     return f"job {report.job}: {report.cause}", "yellow"
 
 
+#: The answer's own lines (why, the cause) are wrapped here, never cut: this command is where they are read whole.
+WIDTH = 120
+
+
+def _wrapped(line: str) -> str:
+    """A long line of the answer on several, each at most :data:`WIDTH` columns, the rest indented under it."""
+    return "\n".join(textwrap.wrap(line, WIDTH, subsequent_indent="    ", break_on_hyphens=False)) or line
+
+
 def _print(printer: Printer, report: FailureReport, culprit: dict[str, Any] | None) -> None:
     headline, style = _headline(report, culprit)
     printer.text(headline, style=style)
     if culprit is not None and culprit["by"] == "stall":
-        printer.text(f"  why: {culprit['reasoning']} [{culprit['confidence']}]")
-        printer.text(f"  the failure evidence alone: {report.reasoning} [{report.confidence}]", style="dim")
+        printer.text(_wrapped(f"  why: {culprit['reasoning']} [{culprit['confidence']}]"))
+        printer.text(_wrapped(f"  the failure evidence alone: {report.reasoning} [{report.confidence}]"), style="dim")
     else:
-        printer.text(f"  why: {report.reasoning} [{report.confidence}]")
+        printer.text(_wrapped(f"  why: {report.reasoning} [{report.confidence}]"))
     if report.culprit is not None or report.stall is not None or report.blamed_ranks:
-        printer.text(f"  {report.cause}")
+        printer.text(_wrapped(f"  {report.cause}"))
     if report.stack_trace:
         for line in str(report.stack_trace).rstrip().splitlines():
             printer.text(f"    {line}", style="dim")
     if report.recovered:
         printer.text(f"  {report.recovered['text'] if isinstance(report.recovered, dict) else 'the job recovered'}", style="green")
+    # the other ranks, one line each, their messages cut (--json has them whole); a launcher's lines each cut
     for item in report.other_errors:
-        printer.text(f"  also failed: {_where(item)}: {item.get('message')}", style="red")
+        printer.text(f"  also failed: {_where(item)}: {clip(str(item.get('message')))}", style="red")
     for item in report.collateral:
-        printer.text(f"  collateral: {_where(item)} ({item.get('reason')}): {item.get('message')}")
+        printer.text(f"  collateral: {_where(item)} ({item.get('reason')}): {clip(str(item.get('message')))}")
     for item in report.evidence:
-        printer.text(f"  launcher: {item.get('message')}", style="dim")
+        message = "\n".join(clip(line, 2 * SHORT) for line in str(item.get("message")).splitlines())
+        printer.text(hanging("  launcher: ", message), style="dim")
 
 
 @click.command("first-failure", context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,9 +7,13 @@ import click
 from hvdlog.analyses.jobs import JobRow, from_aggregation, from_files, jobs_query
 from hvdlog.cli.options import EXIT_ERROR, EXIT_FOUND, EXIT_NOTHING, Seconds, fail, roots_or_default, warn
 from hvdlog.cli.output import Printer, format_time
+from hvdlog.cli.text import clip
 from hvdlog.query.spec import format_ranks
 
 __all__ = ["jobs"]
+
+#: A status's reason is cut here in the table (a hang's or a recovery's reason fits; an exception's message may not).
+REASON = 140
 
 
 def _size(value: int | None) -> str:
@@ -85,7 +89,7 @@ def _print(rows: list[JobRow], as_json: bool) -> None:
         state = f"{row.status['state']} ({row.status['confidence']})"
         printer.text(
             f"{str(row.job)[:28]:<28} {len(row.ranks):>5} {hosts[:16]:<16} {format_time(row.first):<24} {format_time(row.last):<24} "
-            f"{_size(row.size_bytes):>9}  {state}: {row.status['reasoning']}",
+            f"{_size(row.size_bytes):>9}  {state}: {clip(row.status['reasoning'], REASON)}",  # report and --json: the whole reason
             style={"failed": "bold red", "running": "cyan"}.get(row.status["state"]),
         )
         if len(row.ranks) and not as_json and format_ranks(row.ranks) != f"0-{len(row.ranks) - 1}":

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["bars", "sparkline", "step_sparkline"]
+__all__ = ["bars", "figure_sparkline", "sparkline"]
+
 
 _BLOCKS: Final = "▁▂▃▄▅▆▇█"
 _ASCII: Final = ".:-=+*#%@"
@@ -46,9 +47,9 @@ def bars(values: Mapping[int, float | None], fancy: bool, width: int = 30, unit:
     return lines
 
 
-def step_sparkline(steps: Mapping[int, int | None], fancy: bool) -> str:
-    """``<ranks>: <sparkline>  (tallest = step N)``: each rank's last step, as report and stragglers show it."""
+def figure_sparkline(title: str, values: Mapping[int, float | None], fancy: bool) -> str:
+    """``samples/s by rank 0-39: <sparkline>  (highest 812.4)``, as report and stragglers show it."""
     from hvdlog.query.spec import format_ranks
 
-    tallest = max((step for step in steps.values() if step is not None), default="?")
-    return f"{format_ranks(list(steps))}: {sparkline(steps, fancy)}  (tallest = step {tallest})"
+    highest = max((value for value in values.values() if value is not None), default=None)
+    return f"{title} by rank {format_ranks(list(values))}: {sparkline(values, fancy)}  (highest {'?' if highest is None else f'{highest:g}'})"

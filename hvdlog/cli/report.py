@@ -18,7 +18,8 @@ from hvdlog.analyses.fingerprint import describe_fingerprint
 from hvdlog.analyses.report import collect, report
 from hvdlog.cli.options import Run, fail, source_options
 from hvdlog.cli.output import Printer, format_time
-from hvdlog.cli.pictures import step_sparkline
+from hvdlog.cli.pictures import figure_sparkline
+from hvdlog.cli.text import SHORT, clip
 from hvdlog.cli.timeline_output import timeline_analyses
 from hvdlog.query.spec import format_ranks
 from hvdlog.timeline.wait_evidence import culprits
@@ -91,17 +92,20 @@ def _print(printer: Printer, item: dict[str, Any]) -> None:
     status = item["status"]
     step = f"last step {item['last_step']}" if item["last_step"] is not None else "no step"
     printer.text(f"job {item['job']}: {size} ({format_ranks(ranks) or '-'}) on {hosts}, {_span(item)}, {step}")
-    printer.text(f"  {status['state'].upper()} ({status['confidence']}): {status['reasoning']}", style=_STATE_STYLE.get(status["state"]))
+    printer.text(f"  {status['state'].upper()} ({status['confidence']}): {clip(status['reasoning'], 2 * SHORT)}", style=_STATE_STYLE.get(status["state"]))
     for title, key, _ in _SECTIONS:
         section = item.get(key) or {"summary": "none: no rank failed"}
-        printer.text(f"  {title:<14} {section['summary']}   (more: {item['more'][key]})",
+        # one line each: a failure's free text cut at SHORT, any other summary at twice that (the command named after "more" shows it whole)
+        summary = clip(section["summary"], SHORT if key == "first_failure" else 2 * SHORT)
+        printer.text(f"  {title:<14} {summary}   (more: {item['more'][key]})",
                      style="red" if key == "first_failure" and item.get(key) else None)
         if key == "first_failure" and section.get("reasoning") and section["reasoning"] not in section["summary"]:
-            printer.text(f"  {'':<14} why ({section['confidence']}): {section['reasoning']}")
+            printer.text(f"  {'':<14} why ({section['confidence']}): {clip(section['reasoning'])}")
         if key == "first_failure" and (mark := section.get("fingerprint")):
-            printer.text(f"  {'':<14} fingerprint {mark['id']}: {describe_fingerprint(mark)}")
-        if key == "stragglers" and section["progress"]:
-            printer.text(f"  {'':<14} step by rank {step_sparkline(section['progress'], printer.stream.isatty())}")
+            printer.text(f"  {'':<14} fingerprint {mark['id']}: {clip(describe_fingerprint(mark))}")
+        if key == "stragglers" and section.get("picture"):
+            title, values = section["picture"]["figure"], {int(rank): value for rank, value in section["picture"]["ranks"].items()}
+            printer.text(f"  {'':<14} {figure_sparkline(title, values, printer.stream.isatty())}")
     if item.get("autotune"):
         printer.text(f"  {'autotune':<14} {item['autotune']['summary']}")
 

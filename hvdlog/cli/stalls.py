@@ -11,6 +11,7 @@ from hvdlog.analyses.stalls import find_stalls
 from hvdlog.cli.analysis import nothing_found, read_with, size_option
 from hvdlog.cli.options import Run, Seconds, jobs_option, source_options
 from hvdlog.cli.output import Printer, format_time
+from hvdlog.cli.text import clip
 from hvdlog.documents import job_of
 from hvdlog.query.spec import Condition, format_ranks
 from hvdlog.runtime.pending import summarize
@@ -55,7 +56,7 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
             f"{format_time(episode.start)}  job {episode.job}  {duration}  "
             f"missing ranks {missing:<6} {end:<16} {episode.source}"
         )
-        details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), summarize(episode.tensors, 6)]
+        details = [f"step {episode.step}" if episode.step is not None else "", ", ".join(episode.operations), clip(summarize(episode.tensors, 6))]
         if episode.start is None:
             details.append(f"{episode.reports} report(s)")
         if episode.missing_by_tensor and episode.size is None:
@@ -66,7 +67,7 @@ def stalls(run: Run, merge_gap: float, size: int | None, workers: int, **_: obje
             details.append(f"waiting ranks {format_ranks(episode.waiting_ranks)}")
         if episode.unsubmitted_tensors:
             ranks = format_ranks(episode.unsubmitted_ranks)
-            details.append(f"never submitted by rank {ranks}: {summarize(episode.unsubmitted_tensors, 6)}")
+            details.append(f"never submitted by rank {ranks}: {clip(summarize(episode.unsubmitted_tensors, 6))}")
         printer.text("  ".join([line, *(d for d in details if d)]), style="red" if episode.shutdown else "yellow")
         if verdict.groups:
             printer.text(f"  roll-call: {roll_call(verdict.groups)}")

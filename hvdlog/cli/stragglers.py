@@ -11,7 +11,7 @@ from hvdlog.analyses.autotune import autotune_line
 from hvdlog.analyses.resources import RESOURCE_EVENTS, is_resources, short
 from hvdlog.analyses.resources import attach as attach_resources
 from hvdlog.analyses.resources import figures as resource_figures
-from hvdlog.analyses.stragglers import MIN_SECONDS, MIN_STEPS, STEP_EVENTS, RankProgress, Tally, corroborate, settle
+from hvdlog.analyses.stragglers import MIN_SECONDS, MIN_STEPS, STEP_EVENTS, RankProgress, Tally, corroborate, picture_figure, settle
 from hvdlog.analyses.stragglers import stragglers as analyse
 from hvdlog.cli.options import Run, jobs_option, source_options
 from hvdlog.cli.output import Printer
@@ -101,20 +101,21 @@ BAR_RANKS = 32
 
 
 def _picture(printer: Printer, rows: list[RankProgress]) -> None:
-    """Who is behind at a glance: each rank's last step as a bar (flagged ranks in red on a
-    colour terminal); block characters on a terminal, ASCII into a pipe (:mod:`hvdlog.cli.pictures`)."""
-    from hvdlog.cli.pictures import bars, step_sparkline
+    """Who is behind at a glance: each rank's samples/s (else steps/s, else last step: ``PICTURE_FIGURES``)
+    as a bar, flagged ranks in red on a colour terminal; block characters on a terminal, ASCII
+    into a pipe (:mod:`hvdlog.cli.pictures`)."""
+    from hvdlog.cli.pictures import bars, figure_sparkline
 
-    steps = {row.rank: row.last_step for row in rows}
-    if not any(step is not None for step in steps.values()):
+    title, values = picture_figure(rows)
+    if not values:
         return
     fancy = printer.stream.isatty()
-    if len(steps) > BAR_RANKS:
-        printer.text(f"{rows[0].job}: last step by rank {step_sparkline(steps, fancy)}")
+    if len(values) > BAR_RANKS:
+        printer.text(f"{rows[0].job}: {figure_sparkline(title, values, fancy)}")
         return
-    printer.text(f"{rows[0].job}: last step by rank:")
+    printer.text(f"{rows[0].job}: {title} by rank:")
     flagged = {row.rank for row in rows if row.outlier}
-    for rank, line in zip(sorted(steps), bars(steps, fancy), strict=True):
+    for rank, line in zip(sorted(values), bars(values, fancy), strict=True):
         printer.text(f"  {line}" + ("  <- flagged" if rank in flagged else ""), style="bold red" if rank in flagged else None)
 
 

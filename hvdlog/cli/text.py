@@ -12,7 +12,7 @@ from typing import Final
 
 from hvdlog.elastic.connection import mask_credentials
 
-__all__ = ["escape_controls", "sentence"]
+__all__ = ["SHORT", "clip", "escape_controls", "hanging", "sentence"]
 
 #: C0 controls except tab and newline, DEL, and C1 controls (ESC, CSI 0x9b, OSC 0x9d...).
 _CONTROLS: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -33,3 +33,22 @@ def sentence(text: str, limit: int = 2000) -> str:
     """One line for stderr: newlines folded, controls escaped, URL credentials masked, length bounded."""
     line = escape_controls(_NEWLINES.sub(" ", mask_credentials(text)).strip())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def hanging(label: str, text: str) -> str:
+    """``label`` then ``text``; a multi-line text's further lines are indented under its first
+    (a launcher's verdict spans lines: ``Process name: 3`` / ``Exit code: 250``)."""
+    indent = "\n" + " " * len(label)
+    return label + indent.join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+#: Free text in a one-line view (a status's reason, a collateral rank's message, a list of tensor
+#: names) is cut at this many characters: a table row or a summary stays readable (such text
+#: reached 300-900 columns on real consoles); ``--json`` and the detailed commands keep it whole.
+SHORT: Final = 100
+
+
+def clip(text: str, limit: int = SHORT) -> str:
+    """``text`` on one line (whitespace folded), cut to ``limit`` characters with ``…``."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"

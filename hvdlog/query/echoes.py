@@ -2,10 +2,11 @@
 
 In hvdlog's layout an uncaught exception is recorded twice: hvdlog's hook writes a structured
 ``uncaught_exception`` event (with step, job, host) to ``rank-N.jsonl``, and Python prints the
-same traceback to stderr, which the tee captures in ``rank-N.stderr.log``. Both are kept as
+same traceback to stderr, which the tee captures in ``rank-N.stderr.log`` (a process without a
+rank: ``rank-unknown-pidP.*``, told apart by host and pid). Both are kept as
 documents (nothing is dropped at parse time), but ``grep`` and ``first-failure`` show the
 exception once: the structured event stays, the native traceback with the same rank, job,
-exception type and message goes. Natives without such an event (a rank without hvdlog, an
+exception type and message goes (rank, or for a rank-unknown process host and pid). Natives without such an event (a rank without hvdlog, an
 exception hvdlog could not see) are never touched.
 """
 
@@ -23,19 +24,32 @@ __all__ = ["ECHO_WINDOW_S", "drop_echoes"]
 #: How far apart (s) the event and the captured traceback may be when both have a time.
 ECHO_WINDOW_S: Final = 10.0
 
-#: Our structured events: never an echo themselves.
-_Key = tuple[Any, int, str, str]
+#: (job, which process, short exception type, message).
+_Key = tuple[Any, Any, str, str]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _process(doc: Document) -> object:
+    """The process a document is from: its rank, or for a rank-unknown one its host and pid; None when neither is known."""
+    rank = doc.get("rank")
+    if _is_int(rank):
+        return rank
+    pid, host = get_field(doc, "process.pid"), get_field(doc, "host.name")
+    return ("pid", host, pid) if _is_int(pid) and isinstance(host, str) else None
 
 
 def _key(doc: Document) -> _Key | None:
-    """(job, rank, short exception type, message) of an exception document; None for anything else."""
+    """(job, process, short exception type, message) of an exception document; None for anything else."""
     if "error" not in doc and "error.type" not in doc:  # most documents: what get_field would say, sooner
         return None
-    error_type, rank = get_field(doc, "error.type"), doc.get("rank")
-    if not isinstance(error_type, str) or not isinstance(rank, int) or isinstance(rank, bool):
+    error_type, process = get_field(doc, "error.type"), _process(doc)
+    if not isinstance(error_type, str) or process is None:
         return None
     message = " ".join(str(get_field(doc, "error.message") or "").split())
-    return job_of(doc), rank, error_type.rsplit(".", 1)[-1], message
+    return job_of(doc), process, error_type.rsplit(".", 1)[-1], message
 
 
 def _is_event(doc: Document) -> bool:

@@ -3,8 +3,10 @@ recovered and stragglers, on real jobs.
 
 Real ``training/train.py`` runs under ``hvdlog run -- horovodrun --gloo -np 2`` (short, 2 ranks):
 a clean finish, a crash, a hang the operator ended with SIGINT, a job hung right now, a
-timeline straggler, plus the committed recording of a real elastic job that recovered
-(tests/corpus/elastic/j1) and a ``cp -r`` copy of the clean job. For each, ``report``, ``jobs``,
+timeline straggler; a real elastic recovery, README's ``training/elastic_train.py`` under
+``hvdlog run -- horovodrun`` with ``--min-np 1`` (rank 1 SIGKILLed at step 3; the session's one
+run, tests/support/elastic_run.py, shared with tests/runtime/test_resets.py); the committed
+recording of an older elastic job (tests/corpus/elastic/j1) and a ``cp -r`` copy of the clean job. For each, ``report``, ``jobs``,
 ``first-failure``, ``stalls``, ``stragglers`` and ``watch`` are run as a user would (``--json``),
 and every answer a command gives is compared with the expected one: they must all be equal.
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.elastic_run import ElasticRun
 from support.watch_harness import ENV, IN_TREE, REPO, rank_events, wait_for
 
 pytestmark = pytest.mark.horovod
@@ -133,7 +136,7 @@ def fixture_jobs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("crash", {"status": "failed", "culprit": [1], "step": 3, "recovered": False}),
     ("killed", {"status": "failed", "culprit": [1], "step": 3, "recovered": False}),
     ("straggler", {"status": "finished", "culprit": [], "recovered": False, "stragglers": [1]}),
-    ("elastic", {"status": "recovered", "culprit": [0], "recovered": True}),
+    ("elastic", {"status": "recovered", "culprit": [0], "recovered": True}),  # the committed recording
     ("copy", {"status": "finished", "culprit": [], "step": None, "recovered": False, "stragglers": []}),
 ])
 def test_every_command_gives_the_same_verdict(jobs: Path, name: str, expected: dict[str, Any]) -> None:
@@ -141,6 +144,14 @@ def test_every_command_gives_the_same_verdict(jobs: Path, name: str, expected: d
     root = jobs / name
     (folder,) = [path for path in root.iterdir() if path.is_dir()]
     assert_agree(views(folder, root), expected)
+
+
+def test_a_real_elastic_recovery(elastic_example: ElasticRun) -> None:
+    """Rank 1 killed at step 3, rank 0 reset and finished alone: recovered, and rank 1 the culprit, everywhere.
+    A SIGKILLed rank says nothing of its step, so no command names one (its last step event is not where it died)."""
+    assert elastic_example.returncode == 0, elastic_example.console[-3000:]
+    assert_agree(views(elastic_example.directory, elastic_example.root),
+                 {"status": "recovered", "culprit": [1], "step": None, "recovered": True, "stragglers": []})
 
 
 def test_a_copied_folder_keeps_its_times(jobs: Path) -> None:

@@ -43,6 +43,19 @@ def test_an_abort_after_the_ranks_own_peer_loss_is_collateral() -> None:
     assert [item["rank"] for item in report.collateral] == [0]
 
 
+def test_collateral_is_listed_in_the_order_the_ranks_went_down() -> None:
+    """Rank 3 lost its peer before rank 1 did: collateral reads 3, then 1 (it once read in rank order)."""
+    docs = _console("""
+[2]<stderr>:Killed
+[3]<stderr>:RuntimeError: gloo::IoException: Connection closed by peer [10.0.0.2]:1234
+[1]<stderr>:RuntimeError: gloo::IoException: Connection closed by peer [10.0.0.2]:1234
+""")
+    (report,) = first_failure(docs)
+    assert report.blamed_ranks == [2]
+    assert [item["rank"] for item in report.collateral] == [3, 1]
+    assert "rank 3's traceback and rank 1's traceback follow from it" in report.reasoning, report.reasoning
+
+
 def test_the_launchers_verdict_orders_untimed_candidates_and_is_never_the_culprit() -> None:
     docs = _console("""
 [0]<stderr>:ValueError: bad batch
@@ -188,6 +201,32 @@ def test_nothing_found_is_one_sentence_on_stderr_and_exit_1(tmp_path: Path) -> N
     for command, sentence in (("stalls", f"no stall in {read}"), ("first-failure", f"no failure in {read}")):
         result = _cli(command, str(tmp_path))
         assert result.exit_code == 1 and result.stdout == "" and result.stderr.strip() == f"hvdlog: {sentence}", result.stderr
+
+
+def test_nothing_found_counts_the_rank_a_path_gives(tmp_path: Path) -> None:
+    """A rank's native capture whose lines carry no rank: its path says rank 0, so the sentence says 1 rank
+    (it once said "lines without ranks")."""
+    capture = tmp_path / "demo" / "node1" / "rank-0.stdout.log"
+    capture.parent.mkdir(parents=True)
+    capture.write_text("loading data\nepoch 1 done\n")
+    read = f"1 rank of job demo (1 file, {capture.stat().st_size} bytes read)"
+    for command, sentence in (("stalls", f"no stall in {read}"), ("first-failure", f"no failure in {read}")):
+        for path in (capture, tmp_path):
+            result = _cli(command, str(path))
+            assert result.exit_code == 1 and result.stderr.strip() == f"hvdlog: {sentence}", result.stderr
+
+
+def test_a_multi_line_launcher_verdict_is_indented_under_its_label(tmp_path: Path) -> None:
+    """horovodrun's verdict spans three lines: the two after the first sit under it, not at column 0."""
+    console = tmp_path / "console.log"
+    console.write_text("[3]<stderr>:KeyError: 'label'\nTraceback (most recent call last):\n"
+                       '  File "/usr/bin/horovodrun", line 8, in <module>\n'
+                       "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing "
+                       "the job to be terminated. The first process to do so was:\nProcess name: 3\nExit code: 250\n")
+    lines = _cli("first-failure", str(console)).stdout.splitlines()
+    (start,) = [number for number, line in enumerate(lines) if line.startswith("  launcher: RuntimeError: Horovod detected")]
+    assert lines[start + 1:start + 3] == [" " * 12 + "Process name: 3", " " * 12 + "Exit code: 250"], lines
+    assert all(line.startswith("  ") for line in lines[1:]), lines
 
 
 def test_first_failure_json_carries_reasoning_and_confidence(tmp_path: Path) -> None:

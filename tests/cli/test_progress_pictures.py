@@ -150,7 +150,7 @@ class TestStepReaderProgress:
 
 class TestStragglerPicture:
     def test_plain_ascii_bars_into_a_pipe(self, tmp_path: Path) -> None:
-        """Into a pipe: one `rank N ####....  step` bar per rank, no escape codes, no block characters;
+        """Into a pipe: one `rank N ####....  samples/s` bar per rank, no escape codes, no block characters;
         the flagged rank's bar is marked and shorter."""
         job = write_job(tmp_path)
         result = in_pipes(["stragglers", str(job)])
@@ -158,9 +158,9 @@ class TestStragglerPicture:
         assert result.returncode == 0, out + result.stderr.decode()
         bars = {int(line.split()[1]): line for line in out.splitlines() if line.startswith("  rank ")}
         assert sorted(bars) == [0, 1, 2], out
-        assert "train: last step by rank:" in out and "\x1b" not in out and "█" not in out
+        assert "train: samples/s by rank:" in out and "\x1b" not in out and "█" not in out
         assert bars[2].endswith("<- flagged") and "flagged" not in bars[0] + bars[1]
-        assert bars[0].count("#") == 30 and bars[2].count("#") < 30 and bars[2].split()[3] == "21"
+        assert bars[0].count("#") == 30 and bars[2].count("#") < 30 and bars[2].split()[3] == "400"
 
     def test_blocks_and_colour_on_a_terminal_no_colour_with_no_color(self, tmp_path: Path) -> None:
         """On a terminal: block characters, the straggler's bar in colour; NO_COLOR=1 keeps the blocks, drops every colour code."""
@@ -173,11 +173,27 @@ class TestStragglerPicture:
         code, plain, _ = on_terminal(["stragglers", str(job)], stream="stdout", env=_env(NO_COLOR="1"))
         assert code == 0 and "█" in plain.decode() and b"\x1b[" not in plain, plain
 
+    def test_the_picture_shows_what_differs_not_the_equal_last_steps(self, tmp_path: Path) -> None:
+        """Synchronous training keeps every rank at the same step: the bars plot samples/s, so the slow
+        rank's bar is shorter although its last step is the others' (stragglers and report alike)."""
+        job = write_job(tmp_path, steps=30)
+        slow = job / "node1" / "rank-2.jsonl"
+        last = json.loads(slow.read_text().splitlines()[-1])
+        with slow.open("a") as out:  # rank 2 keeps pace in steps: as many as the others, still at 400 samples/s
+            for step in range(last["step"] + 1, 30):
+                out.write(json.dumps({**last, "step": step, "@timestamp": _iso(time.time() - 3600 + step)}) + "\n")
+        out = in_pipes(["stragglers", str(job)]).stdout.decode()
+        bars = {int(line.split()[1]): line.split()[2] for line in out.splitlines() if line.startswith("  rank ")}
+        assert bars[2].count("#") < bars[0].count("#") == bars[1].count("#") == 30, out
+        report = in_pipes(["report", str(job)]).stdout.decode()
+        (line,) = [line for line in report.splitlines() if "by rank 0-2:" in line]
+        assert "samples/s by rank 0-2: @@=  (highest 1000)" in line, report
+
     def test_many_ranks_get_one_sparkline(self, tmp_path: Path) -> None:
         """Past 32 ranks a bar each would fill the screen: one character per rank instead."""
         job = write_job(tmp_path, ranks=40, slow=7, steps=12)
         out = in_pipes(["stragglers", str(job)]).stdout.decode()
-        (line,) = [line for line in out.splitlines() if "last step by rank 0-39:" in line]
+        (line,) = [line for line in out.splitlines() if "samples/s by rank 0-39:" in line]
         picture = line.split(": ")[-1].split()[0]
         assert len(picture) == 40 and picture[7] != picture[6] == picture[8], line
         assert not [line for line in out.splitlines() if line.startswith("  rank ")]

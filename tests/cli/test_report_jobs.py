@@ -71,7 +71,7 @@ class TestReport:
         assert titles == ["first", "stalls", "stragglers", "timeline", "resources"], lines
         assert f"(more: hvdlog first-failure {root / 'crashed'})" in result.stdout
         assert f"(more: hvdlog stalls {root / 'crashed'})" in result.stdout
-        assert "step by rank 0-1:" in result.stdout and "\x1b[" not in result.stdout
+        assert "steps/s by rank 0-1:" in result.stdout and "\x1b[" not in result.stdout  # no samples/s logged: steps/s
 
     def test_json_is_one_document_per_job_with_every_section(self, root: Path) -> None:
         """--json: job facts, status with confidence and reasoning, each section, the 'more' commands; oldest activity first."""
@@ -332,6 +332,22 @@ class TestOneVerdict:
             capture.write_text(f"{_iso(then + 2)[:-1]}000Z printed by the script\n")
         (row,) = map(json.loads, hvdlog("jobs", "--json", str(root)).stdout.splitlines())
         assert row["last"] == _iso(then + 4) and row["status"]["state"] == "finished", row
+
+    def test_report_and_jobs_give_the_same_span(self, tmp_path: Path) -> None:
+        """The launcher's console (its lines' arrival times) starts 40 s before the ranks' first events and a
+        rank's capture prints after their last: report and jobs both give the span of hvdlog's own records
+        (events and the launcher's exit record); report once started it at the launcher's first line."""
+        root, then = tmp_path / "logs", time.time() - 7200
+        for rank in (0, 1):
+            _write(root, "spanned", rank, _steps(then, 5))
+            (root / "spanned" / "node1" / f"rank-{rank}.stdout.log").write_text(f"{_iso(then + 4.5)[:-1]}000Z [{rank}]<stdout>:bye\n")
+        (root / "spanned" / "launcher.log").write_text(f"{_iso(then - 40)[:-1]}000Z INFO:root:reset workers: 2\n")
+        (root / "spanned" / "node1" / "launcher.jsonl").write_text(json.dumps({
+            "@timestamp": _iso(then + 6), "log.level": "info", "message": "launcher horovodrun exited with status 0", "job": "spanned",
+            "event.action": "launcher_exit", "hvdlog.launcher.exit_code": 0}) + "\n")
+        (row,) = map(json.loads, hvdlog("jobs", "--json", str(root)).stdout.splitlines())
+        (report,) = map(json.loads, hvdlog("report", "--json", str(root / "spanned")).stdout.splitlines())
+        assert (report["first"], report["last"]) == (row["first"], row["last"]) == (_iso(then), _iso(then + 6)), (report["first"], row)
 
     def test_grep_over_several_jobs_names_each_line_s_job(self, root: Path) -> None:
         """A root of several jobs: each line names its job (M12); one job: no job column."""

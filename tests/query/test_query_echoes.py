@@ -53,3 +53,23 @@ def test_other_exceptions_stay() -> None:
 def test_two_events_are_not_echoes_of_each_other() -> None:
     """Only captured native output is dropped, never one of our events."""
     assert _messages([_event(1), _event(2)]) == ["event", "event"]
+
+
+def _unranked(doc: dict[str, Any], pid: int = 30191, host: str = "vm") -> dict[str, Any]:
+    """``doc`` as a rank-unknown process's (``rank-unknown-pidP.*``): no rank, its host and pid."""
+    del doc["rank"]
+    return {**doc, "host": {"name": host}, "process": {"pid": pid}}
+
+
+def test_a_rank_unknown_process_echo_is_dropped() -> None:
+    """A process without a rank: its native traceback repeats its event (same host and pid) and goes."""
+    assert _messages([_unranked(_native(1)), _unranked(_event(1)), _line(2, "b")]) == ["event", "b"]
+
+
+def test_another_rank_unknown_process_keeps_its_traceback() -> None:
+    """Another pid or host, or no pid at all: not the same process, nothing is dropped."""
+    assert _messages([_unranked(_native(1), pid=7), _unranked(_event(1))]) == ["native", "event"]
+    assert _messages([_unranked(_native(1), host="other"), _unranked(_event(1))]) == ["native", "event"]
+    no_pid = _unranked(_native(1))
+    del no_pid["process"]
+    assert _messages([no_pid, _unranked(_event(1))]) == ["native", "event"]

@@ -132,6 +132,9 @@ class TestCrashesAndSignals:
             ("hvdlog.shutdown(); sys.exit(4)", 4, "sys.exit", "error"),  # sys.exit(main()) with shutdown() inside main
             ("hvdlog.shutdown(); raise ValueError('late')", 1, "uncaught ValueError", "error"),
             ("hvdlog.shutdown()", 0, "the script ended", "info"),
+            # a sys.exit that did not end the process: caught, or in another thread
+            ("try:\n    sys.exit(6)\nexcept SystemExit:\n    pass", 0, "the script ended", "info"),
+            ("import threading\nt = threading.Thread(target=sys.exit, args=(5,)); t.start(); t.join()", 0, "the script ended", "info"),
         ],
     )
     def test_the_rank_records_its_own_end(self, tmp_path: Path, body: str, status: int, reason: str, level: str) -> None:
@@ -143,6 +146,25 @@ class TestCrashesAndSignals:
         assert record["rank"] == 1 and events(tmp_path, ends=True)[-1] is not None
         if "step(7)" in body:
             assert record["step"] == 7
+
+    @pytest.mark.parametrize("end", ["raise SystemExit(3)", "exit(3)", "leave(3)"])  # leave: sys.exit imported before configure()
+    def test_a_system_exit_hvdlog_cannot_wrap_is_never_recorded_as_0(self, tmp_path: Path, end: str) -> None:
+        """A training script (a file, as horovodrun runs it) that ends with a SystemExit sys.exit's wrapper
+        does not see: Python 3.12+ records its status; before, the record says the status is unknown,
+        never 0 (it once said "status 0 (the script ended)" for a process that exited 3)."""
+        script = tmp_path / "train.py"
+        script.write_text("from sys import exit as leave\nimport hvdlog\n"
+                          f"hvdlog.configure(root={str(tmp_path / 'logs')!r}, job='t', stall_after=None)\n"
+                          "def main():\n    hvdlog.get_logger().info('up')\n    return 3\n"
+                          + end.replace("(3)", "(main())") + "\n")
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60, env={**os.environ, **RANK_ENV}, check=False)
+        assert result.returncode == 3, result.stderr
+        record = exit_record(tmp_path)
+        if sys.version_info >= (3, 12):
+            assert (record["process.exit_code"], record["event.reason"], record["log.level"]) == (3, "SystemExit", "error"), record
+        else:
+            assert "process.exit_code" not in record and record["message"].startswith("process exit: status unknown"), record
+            assert record["log.level"] == "warning"
 
     def test_sigkill_loses_no_logged_line(self, tmp_path: Path) -> None:
         """Every line logged before SIGKILL is on disk, JSON and native output alike."""
