@@ -6,7 +6,8 @@
 # Needs no package registry, runs as a non-root user, reads the CA certificate only.
 #
 #   setup.sh                 passwords, wait, roles, users, kibana_system, elasticsearch
-#   setup.sh kibana          wait for Kibana, then import kibana/hvdlog.ndjson
+#   setup.sh kibana          wait for Kibana, then import the saved objects in the shape its
+#                            version imports (kibana/hvdlog-8.ndjson or -9, by kibana/shapes.txt)
 #   setup.sh STEP...         only those steps (the tests run them one by one)
 #
 # Safe to re-run: every call creates or updates. Refuses empty, well-known and short
@@ -251,13 +252,34 @@ step_elasticsearch() {
   done <"$assets/elasticsearch/datasets.txt"
 }
 
+# kibana_objects_file VERSION: the saved-object file for that Kibana version: the last row of
+# kibana/shapes.txt (generated from hvdlog/elastic/kibana_versions.py) whose range holds it.
+kibana_objects_file() {
+  local major minor first last file chosen=""
+  IFS=. read -r major minor _ <<<"${1%%-*}"
+  minor="${minor:-0}"
+  [[ "$major" =~ ^[0-9]+$ && "$minor" =~ ^[0-9]+$ ]] || return 1
+  while read -r first last file; do
+    case "$first" in '' | '#'*) continue ;; esac
+    if ((major <= last && (major > ${first%%.*} || (major == ${first%%.*} && minor >= ${first#*.})))); then
+      chosen="$file"
+    fi
+  done <"$assets/kibana/shapes.txt"
+  [ -n "$chosen" ] && printf '%s\n' "$chosen"
+}
+
 step_kibana() {
+  local version file
   kibana_url="${KIBANA_URL:?KIBANA_URL is empty: nothing to import the Kibana objects into}"
   kibana_url="${kibana_url%/}"
   ca="${KIBANA_CA:-$ca}"
   wait_for Kibana "$kibana_url" kibana_available "see docker compose logs kibana"
+  version="$(grep -o '"number" *: *"[^"]*"' "$work/response" | head -n 1 | sed 's/.*"\([^"]*\)"$/\1/')" || true
+  file="$(kibana_objects_file "$version")" \
+    || die "Kibana ${version:-of unknown version} at $kibana_url is not supported: hvdlog's saved objects are for the versions in kibana/shapes.txt"
+  log "Kibana $version: importing kibana/$file"
   status="$(curl -sS -o "$work/response" -w '%{http_code}' --cacert "$ca" -K "$ELASTIC_AUTH" --max-time 120 \
-    -H 'kbn-xsrf: hvdlog' -F "file=@$assets/kibana/hvdlog.ndjson" "$kibana_url/api/saved_objects/_import?overwrite=true" 2>"$work/curl-error")" || status=000
+    -H 'kbn-xsrf: hvdlog' -F "file=@$assets/kibana/$file" "$kibana_url/api/saved_objects/_import?overwrite=true" 2>"$work/curl-error")" || status=000
   [ "$status" = 200 ] && grep -q '"success" *: *true' "$work/response" \
     || die "Kibana refused the saved-object import (HTTP $status): $(head -c 600 "$work/response")"
   log "Kibana objects imported: $(grep -o '"successCount" *: *[0-9]*' "$work/response")"

@@ -173,8 +173,10 @@ def _import_kibana(
                 console.print(f"  still waiting for Kibana ({time.monotonic() - started:.0f} s): {escape(last)}", soft_wrap=True)
 
         version = client.wait_available(timeout, progress)
-    console.print(f"Kibana {escape(version)} at {escape(shown)}", soft_wrap=True)
-    count = client.import_objects(kibana.to_ndjson())
+    target = client.target  # the shape this Kibana imports, picked by its version
+    shape = f"saved objects {target.file} (the shape for {target.imports_into})"
+    console.print(f"Kibana {escape(version)} at {escape(shown)}: {escape(shape)}", soft_wrap=True)
+    count = client.import_objects(kibana.to_ndjson(target), filename=target.file.rsplit("/", 1)[-1])
     console.print(f"  [green]+ {count} saved objects imported[/green] (overwritten in place by id: data view, searches, charts, dashboard)", soft_wrap=True)
     from hvdlog.elastic.rules import install_rules
 

@@ -3,7 +3,7 @@
 Run from the repository root after changing :mod:`hvdlog.fields`, the templates, the
 saved objects or the corpus' golden files, then review the diff::
 
-    python -m hvdlog.elastic.generate          # rewrite elasticsearch/ and kibana/
+    python -m hvdlog.elastic.generate          # rewrite elasticsearch/ and kibana/ (one file per Kibana shape)
     python -m hvdlog.elastic.generate --check  # exit 1 and name the stale files
 
 ``docs/fields.md`` is rendered too when the root holds the corpus (its sample events are the
@@ -26,14 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from hvdlog.elastic import kibana, templates
+from hvdlog.elastic.kibana_versions import TARGETS
 from hvdlog.fields import DATASETS, ECS_VERSION, FIELDS, LEVELS
 
 __all__ = [
-    "DATASETS_FILE", "FIELDS_DOC", "FILEBEAT_FILE", "KIBANA_FILE", "generated_files", "main", "render_fields_doc", "render_filebeat",
+    "DATASETS_FILE", "FIELDS_DOC", "FILEBEAT_FILE", "KIBANA_FILES", "generated_files", "main", "render_fields_doc", "render_filebeat",
     "sample_events", "stale_files",
 ]
 
-KIBANA_FILE = "kibana/hvdlog.ndjson"
+#: One saved-object file per Kibana shape (hvdlog.elastic.kibana_versions.TARGETS).
+KIBANA_FILES = tuple(target.file for target in TARGETS)
 DATASETS_FILE = "elasticsearch/datasets.txt"
 FIELDS_DOC = "docs/fields.md"
 CORPUS = "tests/corpus"
@@ -107,7 +109,7 @@ def generated_files(root: Path | None = None) -> dict[str, str]:
     files = {f"elasticsearch/component_template/{name}.json": _pretty(body) for name, body in templates.component_templates().items()}
     files[f"elasticsearch/index_template/{templates.INDEX_TEMPLATE}.json"] = _pretty(templates.index_template())
     files[f"elasticsearch/ilm_policy/{templates.ILM_POLICY}.json"] = _pretty(templates.ilm_policy())
-    files[KIBANA_FILE] = kibana.to_ndjson()
+    files.update(kibana.files())
     # The setup service (setup/setup.sh, bash + curl) creates one data stream per line.
     files[DATASETS_FILE] = "".join(f"{dataset}\n" for dataset in DATASETS)
     if root is not None and (root / CORPUS).is_dir():

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from hvdlog.elastic.connection import ElasticsearchError, plain_http_warning, split_url
 from hvdlog.elastic.install import SetupError
+from hvdlog.elastic.kibana_versions import KIBANA_8
 
 __all__ = ["IMPORT_PATH", "REFUSED_GRACE_S", "STATUS_PATH", "KibanaClient"]
 
@@ -27,7 +28,7 @@ REFUSED_GRACE_S: Final = 30.0
 
 
 class KibanaClient:
-    """A minimal Kibana 8 HTTP client; credentials go in a header and are never shown."""
+    """A minimal Kibana 8/9 HTTP client; credentials go in a header and are never shown."""
 
     def __init__(
         self,
@@ -59,6 +60,8 @@ class KibanaClient:
         elif username:
             token = base64.b64encode(f"{username}:{password or ''}".encode()).decode()
             self.headers["authorization"] = f"Basic {token}"
+        #: The saved-object shape for this Kibana, known once :meth:`wait_available` has read its version.
+        self.target = KIBANA_8
         self.http = urllib3.PoolManager(
             ca_certs=ca_certs, timeout=urllib3.Timeout(total=request_timeout), retries=urllib3.Retry(0, redirect=3)
         )
@@ -81,7 +84,7 @@ class KibanaClient:
         return response.status, body
 
     def wait_available(self, timeout_s: float, on_wait: Callable[[str], None] | None = None) -> str:
-        """Poll the status API until Kibana is available; return its version, refuse anything but 8.x or 9.x."""
+        """Poll the status API until Kibana is available; return its version, refuse one no shape is for."""
         import urllib3
 
         deadline = time.monotonic() + timeout_s
@@ -119,12 +122,14 @@ class KibanaClient:
             time.sleep(min(_POLL_S, max(0.0, deadline - time.monotonic())))
 
     def _check_version(self, status_body: dict[str, Any]) -> str:
+        """Pick the saved-object shape this Kibana imports (:attr:`target`), or refuse its version in one sentence."""
+        from hvdlog.elastic.kibana_versions import target_for
+
         version = str(status_body.get("version", {}).get("number", ""))
-        # One shape for both majors: the objects are 8.19's (its migration versions), and
-        # Kibana imports saved objects of the previous major and migrates them (its import
-        # API's documented compatibility); 9.x's dashboard schema still reads controlGroupInput.
-        if version.split(".")[0] not in ("8", "9"):
-            raise SetupError(f"Kibana at {self.url} is version {version or 'unknown'}; hvdlog's saved objects target 8.19 and import into 9.x.")
+        try:
+            self.target = target_for(version)
+        except ValueError as exc:
+            raise SetupError(f"{exc} (Kibana at {self.url}).") from None
         return version
 
     def send_json(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from hvdlog.elastic import templates
-from hvdlog.elastic.generate import KIBANA_FILE
 from hvdlog.elastic.install import ElasticsearchInstaller
+from hvdlog.elastic.kibana_versions import KIBANA_8, KIBANA_9
 from hvdlog.elastic.rules import RULES
 from hvdlog.fields import DATASETS
 
@@ -249,8 +249,8 @@ class TestKibanaRequests:
             assert lowered["authorization"] == expected_auth and lowered["kbn-xsrf"]
         imported = kibana.requests[2]
         filename, content = _multipart_file(imported[2], imported[3])
-        assert filename == "hvdlog.ndjson"
-        assert content == (REPO / KIBANA_FILE).read_bytes()
+        assert filename == "hvdlog-8.ndjson"  # the status says 8.19.0
+        assert content == (REPO / KIBANA_8.file).read_bytes()
 
     def test_api_key_and_es_credentials_fallback(self, es_url: str, kibana: _RecordingServer) -> None:
         """Without Kibana credentials the Elasticsearch ones are used; an API key goes as `ApiKey`."""
@@ -263,9 +263,13 @@ class TestKibanaRequests:
         [
             ((401, {"statusCode": 401}), "rejected the credentials (401)"),
             ((200, {"version": {"number": "7.17.0"}, "status": {"overall": {"level": "available"}}}),
-             "is version 7.17.0; hvdlog's saved objects target 8.19 and import into 9.x"),
+             "Kibana 7.17.0 is not supported: hvdlog's saved objects import into Kibana 8.19 to 9.x"),
+            ((200, {"version": {"number": "8.18.4"}, "status": {"overall": {"level": "available"}}}),
+             "Kibana 8.18.4 is not supported: hvdlog's saved objects import into Kibana 8.19 to 9.x"),
+            ((200, {"version": {"number": "10.0.0"}, "status": {"overall": {"level": "available"}}}),
+             "Kibana 10.0.0 is not supported"),
         ],
-        ids=["unauthorized", "wrong-version"],
+        ids=["unauthorized", "wrong-version", "before-8.19", "next-major"],
     )
     def test_status_errors(self, es_url: str, kibana: _RecordingServer, status: tuple[int, dict[str, Any]], message: str) -> None:
         """401 and a non-8 Kibana stop setup with exit code 2 and one sentence, before any import."""
@@ -274,14 +278,20 @@ class TestKibanaRequests:
         assert result.returncode == 2 and message in result.stderr, result.stderr
         assert all(method == "GET" for method, *_ in kibana.requests)
 
-    def test_kibana_9_gets_the_same_objects(self, es_url: str, kibana: _RecordingServer) -> None:
-        """A 9.x Kibana is not refused: it gets the 8.19-shaped file, which the next major imports and migrates."""
-        kibana.statuses = [(200, {"version": {"number": "9.2.0"}, "status": {"overall": {"level": "available"}}})]
+    @pytest.mark.parametrize(
+        ("version", "target"),
+        [("8.19.0", KIBANA_8), ("9.1.3", KIBANA_8), ("9.2.0", KIBANA_9), ("9.5.1", KIBANA_9), ("9.2.0-SNAPSHOT", KIBANA_9)],
+    )
+    def test_shape_by_kibana_version(self, es_url: str, kibana: _RecordingServer, version: str, target: Any) -> None:
+        """The import sends the committed file of the shape the status API's version imports (9.0/9.1 know no 9.2 stamp)."""
+        kibana.statuses = [(200, {"version": {"number": version}, "status": {"overall": {"level": "available"}}})]
         result = _hvdlog("install", "--es", es_url, "--namespace", NAMESPACE, "--kibana", kibana.url)
         assert result.returncode == 0, result.stderr
-        assert "Kibana 9.2.0 at" in result.stderr
-        posted = [body for method, path, _, body in kibana.requests if path.startswith("/api/saved_objects/_import")]
-        assert len(posted) == 1 and b'"coreMigrationVersion":"8.8.0"' in posted[0]
+        assert f"Kibana {version} at" in result.stderr and target.file in result.stderr
+        posted = [(headers, body) for method, path, headers, body in kibana.requests if path.startswith("/api/saved_objects/_import")]
+        assert len(posted) == 1
+        filename, content = _multipart_file(*posted[0])
+        assert filename == target.file.rsplit("/", 1)[-1] and content == (REPO / target.file).read_bytes()
 
     def test_degraded_kibana_with_saved_objects_available(self, es_url: str, kibana: _RecordingServer) -> None:
         """A Kibana kept "degraded" by some plugin, whose saved-objects service is available, gets the import."""

@@ -8,7 +8,6 @@ the membership fields mapped as the contract says.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from support.kibana_to_es import search_request
 
 from hvdlog.documents import get_field
 from hvdlog.elastic import kibana
-from hvdlog.elastic.generate import KIBANA_FILE
+from hvdlog.elastic.kibana_versions import KIBANA_8
 from hvdlog.elastic.templates import INDEX_PATTERN, data_stream_name
 from hvdlog.parse import parse_paths
 
@@ -27,7 +26,7 @@ NAMESPACE = "resetsview"
 
 
 def _saved_search() -> dict[str, Any]:
-    objects = [json.loads(line) for line in (REPO / KIBANA_FILE).read_text().splitlines()]
+    objects = kibana.read_objects((REPO / KIBANA_8.file).read_text())
     return next(obj for obj in objects if obj["id"] == kibana.object_id("elastic-resets"))
 
 

@@ -16,7 +16,7 @@ from support.kibana_to_es import lens_request, lens_rows
 
 from hvdlog.documents import expand
 from hvdlog.elastic import kibana
-from hvdlog.elastic.generate import KIBANA_FILE, generated_files
+from hvdlog.elastic.kibana_versions import KIBANA_8
 from hvdlog.timeline.analysis import analyse_files
 from hvdlog.timeline_format.documents import documents
 from hvdlog.timeline_format.records import negotiations_and_runs
@@ -84,7 +84,7 @@ def fixture_indexed(es_url: str) -> list[dict[str, Any]]:
 
 
 def _lens(slug: str) -> dict[str, Any]:
-    objects = [json.loads(line) for line in generated_files()[KIBANA_FILE].splitlines()]
+    objects = kibana.saved_objects(KIBANA_8)
     return next(obj for obj in objects if obj["id"] == kibana.object_id(slug))
 
 
