@@ -308,6 +308,27 @@ class TestEnvironment:
         bad_namespace = run_setup("passwords", env={**FILLED_ENV, "HVDLOG_NAMESPACE": "Prod-1"})
         assert bad_namespace.returncode == 2 and "HVDLOG_NAMESPACE" in bad_namespace.stderr
 
+    @pytest.mark.parametrize(
+        ("version", "expected"),
+        [("8.19.3", "hvdlog-8.ndjson"), ("9.1.0", "hvdlog-8.ndjson"), ("9.2.0", "hvdlog-9.ndjson"), ("9.5.1", "hvdlog-9.ndjson"),
+         ("8.17.0", None), ("10.0.0", None)],
+    )
+    def test_setup_imports_the_shape_kibana_takes(self, assets: Path, version: str, expected: str | None) -> None:
+        """setup.sh's kibana step reads the version from /api/status and posts the file kibana/shapes.txt picks
+        for it, the same one `hvdlog install` picks (target_for); a version no shape is for stops it. The server
+        only records what setup.sh sends: Kibana itself cannot run here."""
+        from hvdlog.elastic.kibana_versions import target_for
+
+        with _KibanaRecorder(version) as kibana:
+            result = run_setup("kibana", env={**FILLED_ENV, "KIBANA_URL": kibana.url, "SETUP_WAIT_SECONDS": "20"}, assets=assets)
+        if expected is None:
+            assert result.returncode == 2 and f"Kibana {version} at" in result.stderr and "not supported" in result.stderr, result.stderr
+            assert kibana.posted == []
+            return
+        assert result.returncode == 0, result.stderr
+        assert expected == Path(target_for(version).file).name
+        assert kibana.posted == [(expected, (REPO / "kibana" / expected).read_bytes())]
+
     def test_setup_steps(self) -> None:
         """An unknown step is refused; the Kibana step needs KIBANA_URL."""
         result = run_setup("bogus", env=FILLED_ENV)
@@ -995,6 +1016,70 @@ def _elastic_images(project: dict[str, Any]) -> dict[str, str]:
     return {name: service["image"] for name, service in project["services"].items() if service.get("image", "").startswith("docker.elastic.co/")}
 
 
+#: Settings Logstash 9.x registers (elastic/logstash logstash-core/lib/logstash/environment.rb, plus
+#: path.queue and path.dead_letter_queue registered after it; path.settings and path.logs come from the runner).
+LOGSTASH_9_SETTINGS = frozenset({
+    "allow_superuser", "node.name", "path.config", "path.data", "config.string", "config.test_and_exit",
+    "config.reload.automatic", "config.reload.interval", "ssl.reload.automatic", "config.support_escapes",
+    "config.field_reference.escape_style", "metric.collect", "pipeline.id", "pipeline.system", "pipeline.workers",
+    "pipeline.batch.size", "pipeline.batch.delay", "pipeline.unsafe_shutdown", "pipeline.reloadable",
+    "pipeline.plugin_classloaders", "pipeline.separate_logs", "pipeline.ordered", "pipeline.ecs_compatibility",
+    "path.plugins", "log.level", "log.format", "api.enabled", "api.http.host", "api.http.port", "api.environment",
+    "api.auth.type", "api.ssl.enabled", "queue.type", "queue.drain", "queue.page_capacity", "queue.max_bytes",
+    "queue.max_events", "queue.checkpoint.acks", "queue.checkpoint.writes", "queue.checkpoint.retry",
+    "dead_letter_queue.enable", "dead_letter_queue.max_bytes", "dead_letter_queue.flush_interval",
+    "dead_letter_queue.storage_policy", "dead_letter_queue.retain.age", "path.queue", "path.dead_letter_queue",
+    "path.settings", "path.logs", "monitoring.cluster_uuid",
+})
+
+
+class _KibanaRecorder:
+    """Answers GET /api/status with a version and records each saved-object import (file name, bytes):
+    what setup.sh sends, nothing of Kibana's own behaviour."""
+
+    def __init__(self, version: str) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        recorder = self
+        self.posted: list[tuple[str | None, bytes]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _reply(self, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._reply({"version": {"number": version}, "status": {"overall": {"level": "available"}}})
+
+            def do_POST(self) -> None:
+                from email.parser import BytesParser
+                from email.policy import default
+
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                message = BytesParser(policy=default).parsebytes(f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode() + body)
+                (part,) = list(message.iter_parts())
+                recorder.posted.append((part.get_filename(), part.get_payload(decode=True)))
+                self._reply({"success": True, "successCount": 1})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> _KibanaRecorder:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class TestBothMajors:
     """The compose files at both Elastic majors, and the 9.x breaking changes in our configs."""
 
@@ -1021,7 +1106,9 @@ class TestBothMajors:
         assert shipper["services"]["filebeat"]["image"].endswith(f":{version}")
 
     def test_every_filestream_input_keeps_native_identity(self) -> None:
-        """Filebeat 9 defaults to `fingerprint`; every input says `native` (a rotated or NFS file is not a new one)."""
+        """Filebeat 9 defaults to `fingerprint`; every input says `native` (a rotated or NFS file is not a new one)
+        and turns the scanner's fingerprint off, which 9.x enables by default and which skips files under 1 KB
+        (beats filebeat/input/filestream/fswatch.go: defaultFileScannerConfig, toFileDescriptor's errFileTooSmall)."""
         import yaml
 
         inputs = yaml.safe_load(FILEBEAT_YML.read_text())["filebeat.inputs"]
@@ -1030,6 +1117,7 @@ class TestBothMajors:
             assert spec["type"] == "filestream", spec["id"]
             assert "file_identity.native" in spec, spec["id"]
             assert not any(key.startswith("file_identity.") and key != "file_identity.native" for key in spec), spec["id"]
+            assert spec.get("prospector.scanner.fingerprint.enabled") is False, spec["id"]
 
     def test_logstash_uses_only_settings_9x_keeps(self) -> None:
         """9.x drops `http.*` (now `api.http.*`) and the plugins' old SSL options (`ssl`, `cacert`, `ssl_verify_mode`...)."""
@@ -1038,6 +1126,11 @@ class TestBothMajors:
         settings = yaml.safe_load((REPO / "logstash" / "config" / "logstash.yml").read_text())
         assert not [key for key in settings if key.startswith("http.")]
         assert "api.http.host" in settings
+        # Every key is one Logstash 9.x registers (logstash-core/lib/logstash/environment.rb, which
+        # no longer has the `http.*` aliases), and each value is one of its allowed ones.
+        assert set(settings) <= LOGSTASH_9_SETTINGS, set(settings) - LOGSTASH_9_SETTINGS
+        assert settings["pipeline.ecs_compatibility"] in ("disabled", "v1", "v8")
+        assert settings["queue.type"] in ("persisted", "memory")
         removed = re.compile(r"^\s*(ssl|cacert|ssl_certificate_verification|ssl_verify_mode|keystore|truststore|ssl_peer_metadata)\s*=>", re.MULTILINE)
         for conf in sorted((REPO / "logstash" / "pipeline").glob("*.conf")):
             assert not removed.findall(conf.read_text()), conf.name
