@@ -55,7 +55,7 @@ CONTROL_GROUP_ATTRIBUTES = frozenset({"panelsJSON", "controlStyle", "chainingSys
 #: The newest typeMigrationVersion each Kibana release knows, per type: an object stamped above it
 #: is refused ("belongs to a more recent version of Kibana", document_migrator.ts). Model version N
 #: is "10.N.0". Sources: data_views.ts and index_pattern_migrations.ts (legacy up to 7.11.0, conversion
-#: 8.0.0, no model versions); lens saved_objects.ts (legacy up to 8.9.0; model version 1 only after
+#: 8.0.0, no model versions); lens saved_object_migrations.ts and saved_objects.ts (legacy up to 8.9.0; model version 1 only after
 #: 9.2's Lens API rework, PR #229534, so not counted); dashboard_saved_object.ts (v2 showApplySelections:
 #: PR #174714, 8.14; v3 sections: PR #222450, 8.19 and 9.1); search.ts (v5 is 8.19's newest, v6 Discover
 #: tabs: PRs #229897/#227159, 9.2).
