@@ -98,6 +98,31 @@ class TestImport:
         assert [{key: row[key] for key in keys} for row in files] == [{key: row[key] for key in keys} for row in elastic]
         assert files and files[0]["job"] == "j1"
 
+    def test_elastic_job_stalls_as_from_files(self, es_url: str, imported: dict[str, Any]) -> None:
+        """No stall in the elastic job (a SIGKILL and resets, no hang): the same exit code and summary from both sources."""
+        runs = [hvdlog("stalls", "--tz", "UTC", "--job", "j1", *w) for w in ([str(ELASTIC_JOB)], ["--es", es_url, "--index", "logs-horovod.*-importjob"])]
+        assert runs[0].returncode == runs[1].returncode, [run.stderr for run in runs]
+        assert all("no stall in 3 ranks of job j1" in run.stderr for run in runs), [run.stderr for run in runs]
+        assert runs[0].stdout == runs[1].stdout
+
+    def test_crash_console_stalls_jobs_and_report_as_from_files(self, es_url: str, imported: dict[str, Any]) -> None:
+        """The crash console over --es: no stall in the same ranks, and `jobs` and `report` give the same ranks,
+        times, status, verdict and first failure as over the file; only the job's name differs (a console names
+        none: over files it is the directory or file, over --es it has none)."""
+        where = ([str(CRASH)], ["--es", es_url, "--index", "logs-horovod.*-importcrash"])
+        stalls = [hvdlog("stalls", "--tz", "UTC", *w) for w in where]
+        assert stalls[0].returncode == stalls[1].returncode and stalls[0].stdout == stalls[1].stdout, [run.stderr for run in stalls]
+        assert all("no stall in 2 ranks" in run.stderr for run in stalls), [run.stderr for run in stalls]
+        files, elastic = (self._json("jobs", *w) for w in where)
+        keys = ("ranks", "hosts", "first", "last", "status", "verdict")
+        assert len(files) == len(elastic) == 1
+        assert {key: files[0][key] for key in keys} == {key: elastic[0][key] for key in keys}
+        files, elastic = (self._json("report", "--tz", "UTC", *w) for w in where)
+        for answer in (*files, *elastic):
+            answer.pop("job")
+            answer.pop("more", None)
+        assert files and files == elastic
+
     def _json(self, *args: str) -> list[Any]:
         run = hvdlog(*args[:1], "--json", *args[1:])
         assert run.returncode in (0, 1), run.stderr
