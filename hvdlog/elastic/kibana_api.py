@@ -141,7 +141,7 @@ class KibanaClient:
         except urllib3.exceptions.HTTPError as exc:
             raise SetupError(f"Kibana at {self.url} stopped answering ({exc}).") from exc
 
-    def import_objects(self, ndjson: str, filename: str = "hvdlog.ndjson") -> int:
+    def import_objects(self, ndjson: str, filename: str) -> int:
         """Import (overwriting by id, so re-runs replace in place); return how many objects Kibana took."""
         import urllib3
 

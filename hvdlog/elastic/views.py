@@ -1,7 +1,8 @@
 """The Kibana views hvdlog ships, as a readable definition: saved searches, Lens charts, dashboard.
 
 Change what users see here; :mod:`hvdlog.elastic.kibana` renders these tables into Kibana's
-saved-object shapes and ``python -m hvdlog.elastic.generate`` writes ``kibana/hvdlog.ndjson``.
+saved-object shapes and ``python -m hvdlog.elastic.generate`` writes one file per Kibana shape
+(``kibana/hvdlog-8.ndjson``, ``kibana/hvdlog-9.ndjson``; :mod:`hvdlog.elastic.kibana_versions`).
 Queries are Lucene, not KQL, so the tests can run every one of them as an Elasticsearch
 ``query_string`` unchanged. Every field named here must be in :mod:`hvdlog.fields` (a test checks).
 """

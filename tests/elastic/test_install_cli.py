@@ -2,7 +2,7 @@
 
 Kibana cannot run here. Its path is tested two ways: against a closed port (the real
 "unreachable" failure), and against a small local HTTP server that only records what
-``hvdlog install`` sends and answers as the Kibana 8 status and import APIs document; so
+``hvdlog install`` sends and answers as the Kibana 8.x/9.x status and import APIs document; so
 Kibana itself is not exercised, only our side of the conversation.
 """
 
