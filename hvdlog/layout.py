@@ -39,6 +39,7 @@ __all__ = [
     "is_compressed_log",
     "is_launcher_log",
     "is_log_file",
+    "job_of",
     "parse_path",
     "path_rank",
     "process_file",
@@ -167,6 +168,16 @@ def is_compressed_log(path: str | os.PathLike[str]) -> bool:
 
 def _compressed(path: Path, warn: Callable[[str], None]) -> None:
     warn(f"{path}: a compressed rotation, not read (decompress it, e.g. with gunzip -k, to search it)")
+
+
+def job_of(path: Path, root: Path) -> str:
+    """The job a file belongs to: our layout's, else the first folder under the root, else the root's name
+    (the rule ``jobs`` names jobs by, and ``import`` gives documents that name no job)."""
+    found = parse_path(path)
+    if found is not None:
+        return found.job
+    relative = path.relative_to(root).parts if root.is_dir() and path.is_relative_to(root) else ()
+    return relative[0] if len(relative) > 1 else root.name
 
 
 def walk(paths: Iterable[str | os.PathLike[str]], warn: Callable[[str], None]) -> Iterator[Path]:

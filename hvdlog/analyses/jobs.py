@@ -25,9 +25,9 @@ from hvdlog.analyses.job import build
 from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
 from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.stalls import STALL_EVENTS, stall_episodes
-from hvdlog.documents import Document, timestamp_millis
+from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.fields import APP_DATASET
-from hvdlog.layout import parse_path, path_rank, walk
+from hvdlog.layout import job_of, parse_path, path_rank, walk
 from hvdlog.parse.bounded import MAX_LINE_BYTES
 from hvdlog.query.spec import Condition, Filter
 
@@ -83,15 +83,6 @@ def _edge_documents(path: Path) -> list[Document]:
     return docs
 
 
-def _job_of(path: Path, root: Path) -> str:
-    """The job a file belongs to: our layout's, else the first folder under the root."""
-    found = parse_path(path)
-    if found is not None:
-        return found.job
-    relative = path.relative_to(root).parts if root.is_dir() and path.is_relative_to(root) else ()
-    return relative[0] if len(relative) > 1 else root.name
-
-
 def from_files(roots: Iterable[str | Path], warn: Callable[[str], None], now: float | None = None) -> list[JobRow]:
     """Every job under the roots (files named directly count as their own job)."""
     # Keyed by root too: the same job name under two roots is two runs, not one.
@@ -99,7 +90,7 @@ def from_files(roots: Iterable[str | Path], warn: Callable[[str], None], now: fl
     where: dict[tuple[str, str], Path] = {}
     for root in map(Path, roots):
         for path in walk([root], warn):
-            key = (str(root), _job_of(path, root))
+            key = (str(root), job_of(path, root))
             groups.setdefault(key, []).append(path)
             where.setdefault(key, root / key[1] if root.is_dir() and (root / key[1]).is_dir() else path.parent)
     rows = [_file_row(key[1], files, str(where[key]), warn, now) for key, files in groups.items()]
@@ -127,11 +118,18 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
             facts.add(doc)
             if not NEEDED.matches(doc):  # those are read below, once
                 tails.append(doc)
+    # A file outside hvdlog's layout (a console) names its ranks and times only in its lines: read it whole.
+    loose = [path for path in files if parse_path(path) is None and not path.name.endswith(".jsonl")]
+    for doc in FileSource(loose, warn=lambda _m: None).search(Filter()) if loose else ():
+        facts.add(doc)
+    loose_names = {str(path) for path in loose}
     source = FileSource(files, warn=lambda _m: None)  # the row says what it read; a file it could not read is named
     needed = status_documents(source.search, NEEDED)
     for message in source.errors:
         warn(message)
     for doc in needed:  # exit records and stall reports are facts wherever they are in the file
+        if get_field(doc, "log.file.path") in loose_names:
+            continue  # folded above
         if Filter(any_of=END_EVENTS).matches(doc) or Filter(any_of=STALL_EVENTS[:2]).matches(doc):
             facts.add(doc)
     return _row(facts, needed + tails, size, len(files), where, now)

@@ -355,3 +355,14 @@ class TestOneVerdict:
         assert several and all(line.split()[2] == "crashed" for line in several), several
         one = hvdlog("grep", "--level", "error", str(root / "crashed")).stdout.splitlines()
         assert one and all(line.split()[2] == "rank" for line in one), one
+
+
+def test_jobs_reads_a_consoles_ranks_and_times() -> None:
+    """A console outside hvdlog's layout names its ranks and times only in its lines: `jobs` reads it whole
+    (it listed the job with no ranks and no times, while `report` on the same folder knew both)."""
+    console = REPO / "tests" / "corpus" / "realworld" / "mpich-hydra-traceback"
+    rows = [json.loads(line) for line in hvdlog("jobs", "--json", str(console)).output.splitlines()]
+    report = json.loads(hvdlog("report", "--json", "--tz", "UTC", str(console)).output)
+    assert [row["job"] for row in rows] == [console.name]
+    assert rows[0]["ranks"] == report["ranks"] == [0, 1]
+    assert (rows[0]["first"], rows[0]["last"]) == (report["first"], report["last"]) == ("2021-06-07T11:51:50.120Z", "2021-06-07T11:51:58.044Z")
