@@ -165,7 +165,15 @@ class NativeParser:
     def _feed_stream(self, stream: _Stream, payload: str) -> list[Document]:
         """``payload`` into its own stream: continue the open event, or close it and begin."""
         if payload[:1] == "[" or stream.torn is not None:
+            rejoined = stream.torn is not None
             payload = _torn(stream, payload)
+            if rejoined and stream.torn is None and stream.kind is not None:
+                # the torn line's rest while the inner line's block (a stall report) is open: the
+                # other thread's line, a document of its own; the block goes on
+                core = _CORE_REGEX.match(payload)
+                if core is not None and not core[_G_MESSAGE].startswith("One or m"):
+                    doc = self._core(stream, core)
+                    return _NOTHING if doc is None else [doc]
         if stream.kind is None:
             doc = self._begin(stream, payload)
             return _NOTHING if doc is None else [doc]
