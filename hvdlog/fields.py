@@ -95,7 +95,9 @@ EXTRA: Final = "extra"
 
 FIELDS: Final[tuple[Field, ...]] = (
     # --- ECS base -------------------------------------------------------------------
-    Field("@timestamp", "date", "ecs", "When the event happened, UTC.", "2026-11-29T15:47:55.123456Z"),
+    Field("@timestamp", "date", "ecs",
+          "When the event happened, UTC: the line's own time; `hvdlog parse` leaves it out for a line that has none"
+          " (Elasticsearch: the time Logstash received it).", "2026-11-29T15:47:55.123456Z"),
     Field("message", "text", "ecs", "The human message (our event name, or the text after a native header).", "step done"),
     Field("tags", "keyword", "ecs", "Markers such as the parse-failure tag.", [PARSE_FAILURE_TAG]),
     Field("log.level", "keyword", "ecs", "Lower-case severity, one of LEVELS.", "info"),

@@ -207,6 +207,23 @@ def _hung(facts: JobFacts, episodes: Sequence[StallEpisode], now: float) -> dict
                     f"{episode.source} stall reports, the last {_age(age)} old")
 
 
+def _ends_in_stall(facts: JobFacts, episodes: Sequence[StallEpisode]) -> str | None:
+    """Why the log ends in an unresolved stall, or None: its last open episode (neither resolved
+    nor ended in a shutdown) after which no stalled rank logged anything (an untimed episode
+    cannot be placed among timed events: it counts as open). Such a job is not "finished"."""
+    still = [e for e in episodes if not e.resolved and not e.shutdown]
+    if not still:
+        return None
+    episode = still[-1]
+    ended = timestamp_millis(episode.end) if episode.end else None
+    if ended is not None and any(facts.rank_activity_ms.get(rank, 0) > ended for rank in episode.missing_ranks):
+        return None
+    ranks = format_ranks(episode.missing_ranks) or "unknown"
+    since = f" since {episode.start}" if episode.start else " (the reports carry no time)"
+    return (f"the log ends in an unresolved stall: rank {ranks} stopped{since} and nothing after says it went on; "
+            "no exit record says how the job ended")
+
+
 def status_of(
     facts: JobFacts, culprit: Mapping[str, Any] | None, recovered: Any, episodes: Sequence[StallEpisode], now: float | None = None,
 ) -> dict[str, str]:
@@ -228,13 +245,16 @@ def status_of(
     hung = _hung(facts, episodes, now)
     if hung is not None:
         return hung
+    open_stall = _ends_in_stall(facts, episodes)
     if facts.last_ms is None:
-        return _verdict("unknown", "unknown", "no event carries a time")
+        return _verdict("unknown", "unknown", open_stall or "no event carries a time")
     step_seconds = facts.step_seconds()
     age = now - facts.last_ms / 1000
     quiet = QUIET_SECONDS if not step_seconds else min(QUIET_SECONDS, max(30.0, 20 * step_seconds))
     if age < quiet:
         return _verdict("running", "likely", f"the newest event is {_age(age)} old and no failure is recorded")
+    if open_stall is not None:  # hung or killed while hung: the logs cannot tell which
+        return _verdict("unknown", "unknown", open_stall)
     return _verdict("finished", "likely", f"no failure in the logs and no event for {_age(age)}"
                     + (f" (over 20 step intervals of {step_seconds:.2g} s)" if step_seconds else "")
                     + "; no exit record says so for certain")

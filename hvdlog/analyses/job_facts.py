@@ -68,6 +68,8 @@ class JobFacts:
     #: The newest stall report, and the newest event that is neither a stall report nor an exit record.
     last_stall_ms: int | None = None
     last_activity_ms: int | None = None
+    #: rank -> its newest event that is neither a stall report nor an exit record (did a stalled rank go on?).
+    rank_activity_ms: dict[int, int] = field(default_factory=dict)
     #: (epoch ms, step) of the earliest and the latest timed event that carries a step.
     first_step_at: tuple[int, int] | None = None
     last_step_at: tuple[int, int] | None = None
@@ -117,5 +119,7 @@ class JobFacts:
             self.last_stall_ms = max(self.last_stall_ms or 0, millis)
         elif action not in ("process_exit", "launcher_exit", "resources"):
             self.last_activity_ms = max(self.last_activity_ms or 0, millis)
+            if rank is not None:
+                self.rank_activity_ms[rank] = max(self.rank_activity_ms.get(rank, 0), millis)
         if step is not None:
             self.saw_step(millis, step)

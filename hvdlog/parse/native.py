@@ -21,6 +21,7 @@ from hvdlog.fields import CORE_DATASET, HOROVOD_LEVEL_LETTERS, LAUNCHER_DATASET,
 from hvdlog.parse.blocks import Opener, bound, grammar
 from hvdlog.parse.evidence_rules import classify
 from hvdlog.parse.jsonl import nest
+from hvdlog.parse.line_times import LineTimes
 from hvdlog.parse.messages import recognise, signal_names
 from hvdlog.parse.patterns import CompiledPattern, compile_pattern
 from hvdlog.parse.stalls import StallBlock, is_cut_header, stall_header_seconds, stall_op_fields
@@ -68,7 +69,7 @@ def parse_chatter(value: str | int) -> Chatter:
 class _Stream:
     """What one (rank, stream, file) has open: a multi-line event and its last time."""
 
-    __slots__ = ("base", "chatter_seen", "fields", "kind", "last_time", "lines", "message_from", "order", "pending", "stall", "started", "torn")
+    __slots__ = ("base", "chatter_seen", "fields", "kind", "last_time", "lines", "message_from", "now", "order", "pending", "stall", "started", "torn")
 
     def __init__(self, base: dict[str, Any]) -> None:
         self.base = base
@@ -76,8 +77,9 @@ class _Stream:
         self.lines: list[str] = []
         self.stall: StallBlock | None = None
         self.fields: dict[str, Any] = {}
-        self.last_time: str | None = None
-        self.started: str | None = None  # last_time when the open event began
+        self.last_time: str | None = None  # the last time a line of the stream had (refines a launcher's whole second)
+        self.now: str | None = None  # the time of the line being read, its own: None when it has none
+        self.started: str | None = None  # the time of the line that began the open event
         self.pending: list[str] = []
         self.chatter_seen = 0
         self.message_from = 0  # index in lines after the exception line: its message goes on there
@@ -88,12 +90,13 @@ class _Stream:
 class NativeParser:
     """Feeds native lines, yields documents; call :meth:`close` at the end of input."""
 
-    __slots__ = ("_chatter", "_held", "_last_context", "_last_stream", "_opened", "_streams", "_times", "size")
+    __slots__ = ("_chatter", "_held", "_last_context", "_last_stream", "_line_times", "_opened", "_streams", "_times", "size")
 
     def __init__(self, *, timezone: str | None = None, chatter: Chatter = "keep", size: int | None = None) -> None:
         """``timezone`` of the nodes' clocks; ``chatter`` see :func:`parse_chatter`;
         ``size`` of the job, for the oldest stall format (else learned from the core log)."""
         self._times = TimeConverter(timezone)
+        self._line_times = LineTimes(self._times)
         self._chatter = parse_chatter(chatter)
         self.size = size
         self._streams: dict[tuple[Any, ...], _Stream] = {}
@@ -124,14 +127,19 @@ class NativeParser:
 
     def _feed_timed(self, stream: _Stream, payload: str, context: dict[str, Any], arrival: str | None) -> list[Document]:
         """:meth:`feed` once the line's stream is known: its times, then the line."""
+        # A line's time is its own or none (never the line before's): the launcher's tag time, the
+        # tee's arrival time, or (read later) a logger's stamp in the line itself.
+        stream.now = None
         launcher_time = context.get("@metadata.hvd.launcher_time")
         if launcher_time is not None:
             # the launcher's time has whole seconds: keep a core time of the same second
             converted = self._times.launcher(launcher_time)
-            if converted is not None and (stream.last_time or "")[:19] != converted[:19]:
-                stream.last_time = converted
-        if arrival is not None:  # exact and in UTC: better than any inherited time
-            stream.last_time = arrival
+            if converted is not None:
+                if (stream.last_time or "")[:19] != converted[:19]:
+                    stream.last_time = converted
+                stream.now = stream.last_time
+        if arrival is not None:  # exact and in UTC
+            stream.last_time = stream.now = arrival
         held = self._held
         if held is not None and held is not stream:
             # An indented line waits for its own stream's next line only while nothing else is
@@ -157,7 +165,15 @@ class NativeParser:
     def _feed_stream(self, stream: _Stream, payload: str) -> list[Document]:
         """``payload`` into its own stream: continue the open event, or close it and begin."""
         if payload[:1] == "[" or stream.torn is not None:
+            rejoined = stream.torn is not None
             payload = _torn(stream, payload)
+            if rejoined and stream.torn is None and stream.kind is not None:
+                # the torn line's rest while the inner line's block (a stall report) is open: the
+                # other thread's line, a document of its own; the block goes on
+                core = _CORE_REGEX.match(payload)
+                if core is not None and not core[_G_MESSAGE].startswith("One or m"):
+                    doc = self._core(stream, core)
+                    return _NOTHING if doc is None else [doc]
         if stream.kind is None:
             doc = self._begin(stream, payload)
             return _NOTHING if doc is None else [doc]
@@ -269,14 +285,17 @@ class NativeParser:
                 return self._core(stream, core)
         if not line.strip():
             return None
+        own = self._line_times.own(stream.base.get("log.file.path"), line)  # a logger's stamp (TF, glog, loguru, MXNet)
+        if own is not None:
+            stream.now = stream.last_time = own
         opener = _GRAMMAR.opener(line)
         if opener is None or opener.state == "code":
             headless = _headless_stall(line, self.size)  # a stall report's tensor line whose header was lost
             if headless is not None:
-                return self._document(stream, headless)
+                return self._document(stream, headless, stream.now)
         if opener is None or not self._open(stream, opener, line):
-            return self._single(stream, line)
-        stream.kind, stream.started = opener.state, stream.last_time
+            return self._single(stream, line, stream.now)
+        stream.kind, stream.started = opener.state, stream.now
         if opener.state == "code":  # a frame's code line whose `File` line was cut off? The next line says.
             self._held = stream
         return None
@@ -307,7 +326,7 @@ class NativeParser:
             stream.fields = opener.pattern.match(line) or {}  # type: ignore[union-attr]
         return True
 
-    def _single(self, stream: _Stream, line: str, time: str | None = None) -> Document:
+    def _single(self, stream: _Stream, line: str, time: str | None) -> Document:
         """A line that is a document of its own: a known message, or kept raw and tagged."""
         known = recognise(line, stream.base)  # the message table (hvdlog/parse/assets/messages.json)
         if known is not None:
@@ -324,7 +343,10 @@ class NativeParser:
         message = core[_G_MESSAGE]
         time = core[_G_TIME]
         if time is not None:
-            stream.last_time = self._times.core(time) or stream.last_time
+            converted = self._times.core(time)
+            if converted is not None:
+                stream.now = stream.last_time = converted
+                self._line_times.note(stream.base.get("log.file.path"), time)
         fields: dict[str, Any] = {
             "message": message,
             "log.level": _LEVELS[letter],
@@ -350,16 +372,17 @@ class NativeParser:
             seconds = stall_header_seconds(message)
             if seconds is not None or is_cut_header(message):
                 stream.kind, stream.stall, stream.fields = "stall", StallBlock(message, seconds), fields
-                stream.started = stream.last_time
+                stream.started = stream.now
                 return None
         elif _OPS_LINE.match(message):  # <= v0.16: one W line per stalled tensor
             fields.update(stall_op_fields(message, self.size))
             fields.update({"event.action": "stall", "horovod.stall.source": "inspector", "horovod.stall.shutdown": False})
-        return self._document(stream, fields)
+        return self._document(stream, fields, stream.now)
 
-    def _document(self, stream: _Stream, fields: dict[str, Any], time: str | None = None) -> Document:
+    @staticmethod
+    def _document(stream: _Stream, fields: dict[str, Any], time: str | None) -> Document:
+        """``fields`` on the stream's base, at ``time`` (None: the document has no time)."""
         flat = {**stream.base, **fields}
-        time = time or stream.last_time
         if time is not None:
             flat["@timestamp"] = time
         flat.pop("@metadata.hvd.launcher_time", None)

@@ -4,6 +4,8 @@ Horovod's stall inspector (rank 0 only) prints a W line (E when shutting down) f
 by header-less lines; what follows the header changed over the years:
 
 - v0.21+ (``stall_inspector.cc``): ``Missing ranks:`` then ``<rank>[!]: [t1, t2 ...]``
+  (a list read without its header and title, as a grep leaves it, is still a report when it
+  names Horovod's tensors; a last entry cut after its rank keeps the rank)
   (at most 6 names, `` ...`` appended; ``!`` = past the shutdown time), and on shutdown
   ``One or more rank (marked by "!") is stalled for longer than S seconds. Will shutdown.``
 - v0.17-v0.20: ``Stalled ranks:`` instead of ``Missing ranks:``.
@@ -26,6 +28,7 @@ __all__ = ["StallBlock", "is_continuation", "is_cut_header", "is_cut_warning", "
 _HEADER: Final = compile_pattern("HOROVOD_STALL_HEADER")
 _RANKS_TITLE: Final = compile_pattern("HOROVOD_STALL_RANKS_TITLE").regex
 _RANK: Final = compile_pattern("HOROVOD_STALL_RANK")
+_CUT_RANK: Final = compile_pattern("HOROVOD_STALL_CUT_RANK")
 _SHUTDOWN: Final = compile_pattern("HOROVOD_STALL_SHUTDOWN")
 _OPS_TITLE: Final = compile_pattern("HOROVOD_STALL_OPS_TITLE").regex
 _OPS_LINE: Final = compile_pattern("HOROVOD_STALL_OPS_LINE").regex
@@ -132,9 +135,14 @@ class StallBlock:
         tensors: list[str] = []
         missing: list[int] = []
         marked: list[int] = []
-        for line in self.lines[1:]:
-            rank = _RANK.match(line)
-            if rank is not None:
+        # every line: a report whose header and title were lost begins with a rank line
+        for line in self.lines:
+            rank = _RANK.match(line) or _CUT_RANK.match(line)
+            if rank is not None and "@metadata.hvd.stall_tensors" not in rank:  # an entry cut after its rank
+                missing.append(rank["@metadata.hvd.stall_rank"])
+                if "@metadata.hvd.stall_mark" in rank:
+                    marked.append(rank["@metadata.hvd.stall_rank"])
+            elif rank is not None:
                 missing.append(rank["@metadata.hvd.stall_rank"])
                 if "@metadata.hvd.stall_mark" in rank:
                     marked.append(rank["@metadata.hvd.stall_rank"])

@@ -299,6 +299,26 @@ class TestOneVerdict:
         assert rows["stuck"]["state"] == reports["stuck"]["state"] == "hung"  # (the reasoning says the reports' age)
         assert rows["stuck"]["state"] == "hung" and "rank 1 has not progressed at step 3" in rows["stuck"]["reasoning"], rows
 
+    @pytest.mark.parametrize("after", ["[2026-11-29 16:09:00.000001: I /tmp/horovod/common/operations.cc:1] [0]: rank 0 still here", ""])
+    def test_a_log_that_ends_in_an_unresolved_stall_is_not_finished(self, tmp_path: Path, after: str) -> None:
+        """Issue 41: an old console whose last stall report names rank 1, and nothing after it from rank 1 (rank 0's
+        own line after it is no sign rank 1 went on): not `finished (likely)`, but unknown, with the stall as reason;
+        `jobs` and `report` agree."""
+        console = tmp_path / "stuck.console.log"
+        lines = ["[2026-11-29 16:01:00.000001: I /tmp/horovod/common/operations.cc:689] [0]: Horovod initialized",
+                 ("[2026-11-29 16:02:48.117744: W /tmp/horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be "
+                  "reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds. "
+                  "This may indicate that different ranks are trying to submit different tensors or that only subset of ranks is "
+                  "submitting tensors, which will cause deadlock. "), "Missing ranks:", "1: [allreduce.grad.fc1.weight]", after]
+        console.write_text("\n".join(lines) + "\n")
+        (report,) = map(json.loads, hvdlog("report", "--json", str(console)).stdout.splitlines())
+        status = report["status"]
+        if after:
+            assert status["state"] == "unknown", status
+            assert "ends in an unresolved stall: rank 1 stopped since" in status["reasoning"], status
+        else:
+            assert status["state"] in ("hung", "unknown") and "rank 1" in status["reasoning"], status
+
     def test_every_rank_recorded_a_clean_end(self, tmp_path: Path) -> None:
         """Exit records of status 0 from every rank: finished for certain, seconds after the end (M2)."""
         root, now = tmp_path / "logs", time.time()

@@ -59,8 +59,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
          ("documents", "first_failure", "grep_error")),
         ("nccl-warn-chain-then-silence", "F21", "an NCCL WARN chain with no exception after it is no failure",
          ("first_failure",)),
-        ("tf-device-matrix-not-ranks", "P11", "TF's device-matrix rows `0:   N Y` are read as rank tags",
-         ("documents", "grep_rank")),
         ("tf2-root-errors-wrapped-header", "F14", "`N root error(s) found.` without an exception type is info",
          ("first_failure",)),
         ("thcudacheck-fail-rank4", "F22", "PyTorch's `THCudaCheck FAIL` line is info", ("documents",)),

@@ -67,11 +67,57 @@ class TestTime:
         with pytest.raises(ValueError, match="unknown time zone 'Mars/Olympus'"):
             _parse(self.LINE, timezone="Mars/Olympus")
 
-    def test_lines_without_time_take_the_last_time_of_their_stream(self) -> None:
-        """A print after a core line carries that line's time; before any, none."""
-        docs = _parse("before\n" + self.LINE + "\nafter")
-        assert "@timestamp" not in docs[0]
-        assert docs[2]["@timestamp"] == docs[1]["@timestamp"]
+    def test_a_line_without_a_time_of_its_own_has_none(self) -> None:
+        """A print after a core line is not given that line's time (it put wrong times on events,
+        then a wrong order on failures): it has none, and keeps its place in the read order."""
+        docs = _parse("before\n" + self.LINE + "\nafter\nTraceback (most recent call last):\n  File \"t.py\", line 1, in <module>\nValueError: x")
+        assert [doc["message"].split("\n")[0] for doc in docs] == ["before", "x", "after", "Traceback (most recent call last):"]
+        assert ["@timestamp" in doc for doc in docs] == [False, True, False, False]
+
+
+class TestLoggerTimes:
+    """Other loggers' own stamps (pattern HOROVOD_LINE_TIME), local like Horovod's: read, never inherited."""
+
+    CORE = "[2020-12-31 23:59:58.000001: I /a.cc:1] x"
+
+    @pytest.mark.parametrize(("line", "expected"), [
+        ("2020-01-01 12:00:00.123456: E tensorflow/core/common_runtime/bfc_allocator.cc:246] OOM", "2020-01-01T11:00:00.123456Z"),
+        ("2020-01-01 12:00:00.123 | ERROR    | train:main:12 - failed", "2020-01-01T11:00:00.123000Z"),
+    ])
+    def test_dated_lines_in_the_zone(self, line: str, expected: str) -> None:
+        """TensorFlow's and loguru's dated lines: their own time, in the nodes' zone."""
+        assert _parse(line, timezone="Europe/Paris")[0]["@timestamp"] == expected
+
+    def test_glog_takes_its_year_from_the_file(self) -> None:
+        """glog/absl print no year: the one nearest the file's last dated line (here across New Year)."""
+        docs = _parse(self.CORE + "\nE0101 00:00:01.000002 1234 file.cc:12] late\nW1231 23:59:59.500000 1234 file.cc:9] early")
+        assert [doc["@timestamp"] for doc in docs[1:]] == ["2021-01-01T00:00:01.000002Z", "2020-12-31T23:59:59.500000Z"]
+        assert [doc["log"]["level"] for doc in docs[1:]] == ["error", "warning"]
+
+    def test_mxnet_takes_its_day_from_the_file(self) -> None:
+        """MXNet's dmlc logger prints the time of day only: the day nearest the file's last dated line."""
+        docs = _parse(self.CORE + "\n[00:00:03] src/operator/nn/cudnn/cudnn_convolution-inl.h:287: x")
+        assert docs[1]["@timestamp"] == "2021-01-01T00:00:03.000000Z"
+
+    @pytest.mark.parametrize("line", [
+        "E1205 12:00:00.123456 1234 file.cc:12] no year known",
+        "[12:00:00] src/operator/x.cc:287: no day known",
+        "node1:1234:1240 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+    ])
+    def test_no_context_no_time(self, line: str) -> None:
+        """With no dated line before it in its file (no year or day to take), or no stamp at all
+        (NCCL), a line has no time: a guessed year would be a confident wrong answer."""
+        assert "@timestamp" not in _parse(line)[0]
+
+    def test_context_is_per_file(self) -> None:
+        """Another file's date is no context: the files of a folder may come from other days."""
+        from hvdlog.parse import parse_lines as parse
+        from hvdlog.parse.native import NativeParser
+
+        parser = NativeParser(timezone="UTC")
+        list(parse([self.CORE], path="a/n/rank-0.stderr.log", parser=parser))
+        (doc,) = parse(["E1205 12:00:00.123456 1234 file.cc:12] x"], path="a/n/rank-1.stderr.log", parser=parser)
+        assert "@timestamp" not in doc
 
 
 class TestArrivalTime:
@@ -84,12 +130,11 @@ class TestArrivalTime:
         (doc,) = _parse("2026-11-30T14:35:49.123456Z hello", timezone="Europe/Paris")
         assert doc["message"] == "hello" and doc["@timestamp"] == "2026-11-30T14:35:49.123456Z"
 
-    def test_arrival_beats_the_inherited_time_and_core_time_stays(self) -> None:
-        """After a core line, a stamped line has its own time; the core line keeps Horovod's."""
+    def test_arrival_is_the_line_s_own_time_and_core_time_stays(self) -> None:
+        """After a core line, a stamped line has its own time; the core line keeps Horovod's; a
+        line without a stamp has none."""
         docs = _parse(self.CORE + "\n2026-11-30T14:35:49.123456Z after\nno stamp")
-        assert [doc["@timestamp"] for doc in docs] == [
-            "2026-11-30T14:35:40.000001Z", "2026-11-30T14:35:49.123456Z", "2026-11-30T14:35:49.123456Z",
-        ]
+        assert [doc.get("@timestamp") for doc in docs] == ["2026-11-30T14:35:40.000001Z", "2026-11-30T14:35:49.123456Z", None]
 
     def test_a_traceback_takes_its_first_line_s_time(self) -> None:
         """Every line of a traceback is stamped: one event, its time the first line's."""

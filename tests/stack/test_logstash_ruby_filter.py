@@ -369,6 +369,18 @@ class TestSameDocumentsAsHvdlogParse:
         assert [doc["horovod.stall.missing_ranks"] for doc in stalls] == [[1], [6], [2, 3]]
 
 
+    def test_a_rank_list_without_header_or_title(self, jruby: str) -> None:
+        """Issue 41: a stall report's rank lines alone (a `grep allreduce` keeps them, their header and
+        title gone) are a stall report on both paths when they name Horovod's tensors; a print of the
+        same shape that names none (`0: [1, 2, 3]`) is no stall; an entry cut in its list keeps its rank."""
+        stream = ["epoch 1", "1: [allreduce.grad.fc1.weight, allreduce.grad.fc1.bias]", "3: [allreduce.grad.fc1.weight]",
+                  "epoch 2", "0: [1, 2, 3]", "2: [DistributedAdam_Allreduce/cond_1/HorovodAllreduce_grads_0]", "5: [allred"]
+        shipped = list(_events_of_file("headless-list", "job/node1/rank-0.stderr.log", [stream], "UTC"))
+        compared = [([_comparable(e) for e in events or []], [_comparable(d) for d in item.docs]) for item, events in _through(jruby, shipped)]
+        assert all(ours == theirs for ours, theirs in compared), compared
+        stalls = [doc for _, docs in compared for doc in docs if doc.get("event.action") == "stall"]
+        assert [doc["horovod.stall.missing_ranks"] for doc in stalls] == [[1, 3], [2, 5]]
+
     def test_an_unlisted_prefix_leaves_an_untagged_event(self, jruby: str) -> None:
         """Behind a prefix no list names (compose's ``trainer-1  | ``), an untagged event gives
         hvdlog parse's documents: the prefix found before a line the table knows leaves every

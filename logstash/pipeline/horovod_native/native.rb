@@ -116,6 +116,7 @@ def launcher_event(event, lines)
   event.set("[event][dataset]", "horovod.launcher")
   event.set("[log][level]", "info")
   first = lines.first.to_s
+  own_time(event, first)
   # <= v0.16's bare `WARNING: ` header, also after a space or glued to progress output
   mark = first.index(LEGACY_STALL_MARK)
   legacy = mark && captures(@legacy, first[mark..])
@@ -123,9 +124,10 @@ def launcher_event(event, lines)
     stall(event, lines, seconds["[horovod][stall][seconds]"], event.get("[size]"))
     event.set("[log][level]", "warning")
     event.set("[event][dataset]", "horovod.core")
-  elsif match(@ranks_title, first) || match(@ops_title, first)
+  elsif match(@ranks_title, first) || match(@ops_title, first) || match(@headless_rank, first)
     # `Missing ranks:` (`Stalled ranks:`, `Stalled ops:`) whose header line was lost (a capture
-    # or scrollback that starts in it): the lines after it still name the ranks
+    # or scrollback that starts in it): the lines after it still name the ranks; so does a rank
+    # list whose title went too, when it names Horovod's tensors (a grep keeps only its lines)
     stall(event, lines, nil, event.get("[size]"))
     event.set("[log][level]", "warning")
     event.set("[event][dataset]", "horovod.core")
@@ -217,6 +219,15 @@ def traceback(event, lines)
   event.set("[message]", text)
   event.set("[error][stack_trace]", text)
   event.set("[log][level]", "error")
+end
+
+# A logger's own dated stamp (TensorFlow's C++ logger, loguru: HOROVOD_LINE_TIME), for the conf's date
+# filter, as hvdlog/parse/line_times.py reads it. glog/absl (no year) and MXNet (no date) take theirs from
+# the file's last dated line there; one event has no such context, so here they keep Logstash's time.
+def own_time(event, line)
+  found = line[0] =~ /[0-9]/ && captures(@line_time, line)
+  dated = found && found["[@metadata][hvd][line_dated]"]
+  event.set("[@metadata][hvd][time]", dated.ljust(26, "0")) if dated
 end
 
 # `<tensor> [missing ranks: 0, 1, 3]` alone (its header lost): a stall report of those ranks.

@@ -10,11 +10,14 @@ def stall(event, lines, seconds, size)
   missing = []
   marked = []
   tensors = []
-  lines[1..].each do |line|
-    if (rank = captures(@rank, line))
+  # every line: a report whose header and title were lost begins with a rank line
+  lines.each do |line|
+    if (rank = captures(@rank, line) || captures(@cut_rank, line))
       number = rank["[@metadata][hvd][stall_rank]"]
       missing << number
       marked << number if rank["[@metadata][hvd][stall_mark]"]
+      next unless rank.key?("[@metadata][hvd][stall_tensors]")  # an entry cut after its rank
+
       names = readable_names(line, rank["[@metadata][hvd][stall_tensors]"])
       tensors.concat(names.split(", ").reject(&:empty?))
     elsif match(@shutdown, line)
