@@ -39,7 +39,7 @@ __all__ = [
     "is_compressed_log",
     "is_launcher_log",
     "is_log_file",
-    "job_of",
+    "listed_job",
     "parse_path",
     "path_rank",
     "process_file",
@@ -170,9 +170,9 @@ def _compressed(path: Path, warn: Callable[[str], None]) -> None:
     warn(f"{path}: a compressed rotation, not read (decompress it, e.g. with gunzip -k, to search it)")
 
 
-def job_of(path: Path, root: Path) -> str:
-    """The job a file belongs to: our layout's, else the first folder under the root, else the root's name
-    (the rule ``jobs`` names jobs by, and ``import`` gives documents that name no job)."""
+def listed_job(path: Path, root: Path) -> str:
+    """The job ``hvdlog jobs`` lists a file under: our layout's, else the first folder under the root,
+    else the root's name (the analyses name a document's job by :func:`hvdlog.documents.job_of`)."""
     found = parse_path(path)
     if found is not None:
         return found.job

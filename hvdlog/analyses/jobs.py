@@ -27,7 +27,7 @@ from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.stalls import STALL_EVENTS, stall_episodes
 from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.fields import APP_DATASET
-from hvdlog.layout import job_of, parse_path, path_rank, walk
+from hvdlog.layout import listed_job, parse_path, path_rank, walk
 from hvdlog.parse.bounded import MAX_LINE_BYTES
 from hvdlog.query.spec import Condition, Filter
 
@@ -90,7 +90,7 @@ def from_files(roots: Iterable[str | Path], warn: Callable[[str], None], now: fl
     where: dict[tuple[str, str], Path] = {}
     for root in map(Path, roots):
         for path in walk([root], warn):
-            key = (str(root), job_of(path, root))
+            key = (str(root), listed_job(path, root))
             groups.setdefault(key, []).append(path)
             where.setdefault(key, root / key[1] if root.is_dir() and (root / key[1]).is_dir() else path.parent)
     rows = [_file_row(key[1], files, str(where[key]), warn, now) for key, files in groups.items()]
