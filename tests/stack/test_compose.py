@@ -267,8 +267,9 @@ class TestStack:
         """Every /usr/share/... file a pipeline or its ruby scripts name is inside a mount."""
         targets = [v["target"] for v in stack["services"]["logstash"]["volumes"]]
         named = set()
-        for path in (REPO / "logstash" / "pipeline").iterdir():
-            named |= set(re.findall(r"/usr/share/[\w./-]+", path.read_text()))
+        for path in (REPO / "logstash" / "pipeline").rglob("*"):  # the ruby filter's step files too
+            if path.is_file():
+                named |= set(re.findall(r"/usr/share/[\w./-]+", path.read_text()))
         assert named, "the pipelines name no file under /usr/share"
         image_own = ("/usr/share/logstash/data", "/usr/share/logstash/config")
         unmounted = sorted(
