@@ -124,7 +124,7 @@ def fixture_jobs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         assert finish(killed, 120) != 0
     assert finish(launch(base / "straggler", "straggler", "--steps-per-epoch", "16", "--straggler-rank", "1",
-                         "--straggler-delay", "0.15", env={"HVDLOG_TIMELINE": "1"})) == 0
+                         "--straggler-delay", "0.5", env={"HVDLOG_TIMELINE": "1"})) == 0
     shutil.copytree(CORPUS, base / "elastic" / "j1")
     time.sleep(1.1)  # the copy's files are newer than the original's by more than a second
     shutil.copytree(base / "clean", base / "copy", copy_function=shutil.copy)  # `cp -r`: new modification times
