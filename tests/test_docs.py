@@ -138,7 +138,7 @@ def test_synopsis_options_exist() -> None:
                 for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line):
                     assert option in help_of(match[1]), (match[1], option)
     text = (REPO / "docs" / "cli.md").read_text()
-    every_help = "".join(help_of(command) for command in ("grep", "stalls", "stragglers", "first-failure", "parse", "timeline"))
+    every_help = "".join(help_of(command) for command in ("grep", "stalls", "stragglers", "first-failure", "parse", "timeline", "install"))
     unknown = {option for option in re.findall(r"`(--[a-z][a-z-]*)", text) if option not in every_help} - _FOREIGN_OPTIONS
     assert not unknown, unknown
 
