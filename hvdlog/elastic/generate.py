@@ -77,6 +77,14 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
+def _level_words() -> str:
+    """Each level with the words that mean it, from the message table's one map of level words."""
+    from hvdlog.parse.messages import level_words  # the table; loaded only for this page
+
+    words = level_words()
+    return "; ".join(f"`{level}` from " + ", ".join(f"`{word}`" for word in words if words[word] == level) for level in LEVELS)
+
+
 def render_fields_doc(corpus: Path) -> str:
     """The whole Markdown page."""
     lines = [
@@ -88,6 +96,7 @@ def render_fields_doc(corpus: Path) -> str:
         "`rank`, `local_rank`, `size`, `local_size`, `step`, `epoch` and `job` are the user's vocabulary and stay",
         "top-level; parsed Horovod data lives under `horovod.*`; keys nobody declared go under `extra` (flattened).",
         f"`log.level` is one of: {', '.join(f'`{level}`' for level in LEVELS)}.",
+        f"Read from a logger's level word (hvdlog/parse/assets/messages.json `levels`): {_level_words()}.",
         "",
         "## Datasets",
         "",

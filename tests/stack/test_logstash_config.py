@@ -13,7 +13,7 @@ import yaml
 from corpus.tools_required import installed
 from support import conf_regexes
 
-from hvdlog.fields import DATASETS
+from hvdlog.fields import DATASETS, LEVELS
 from hvdlog.parse.patterns import load_definitions
 
 LOGSTASH = Path(__file__).resolve().parents[2] / "logstash"
@@ -127,6 +127,16 @@ class TestRubyLayout:
         assert sorted(listed.group(1).split()) == [part.stem for part in NATIVE_PARTS]
         python = {module.stem for module in (Path(__file__).resolve().parents[2] / "hvdlog" / "parse").glob("*.py")}
         assert {part.stem for part in NATIVE_PARTS} <= python
+
+
+    def test_no_level_map_of_its_own(self) -> None:
+        """The ruby filter maps level words through the message table's `levels` (as hvdlog parse
+        does), never through a map of its own: no `"W" => "warning"` in any of its files."""
+        levels = "|".join(LEVELS)
+        copies = [(path.name, found) for path in [NATIVE_SCRIPT, *NATIVE_PARTS]
+                  for found in re.findall(rf'"\w+" => "(?:{levels})"', path.read_text(encoding="utf-8"))]
+        assert not copies
+        assert "@levels.fetch(letter)" in "\n".join(path.read_text(encoding="utf-8") for path in NATIVE_PARTS)
 
 
 class TestNativeOrder:

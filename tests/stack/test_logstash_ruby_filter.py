@@ -36,7 +36,7 @@ from support.variant_expectations import case_files, expected_under, materialise
 from support.variants import Variant, variants
 
 from hvdlog.documents import flatten
-from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import without_launcher_copies
 from hvdlog.parse import parse_lines
 from hvdlog.parse.blocks import BLOCKS_FILE, MAX_DOCUMENT_BYTES, MAX_PIECES
@@ -547,11 +547,6 @@ def _ruby_gsub(jruby: str, tmp_path: Path, regex: str, by: str, texts: list[str]
 
 
 class TestFilterContract:
-    def test_levels_are_fields_py(self) -> None:
-        """The script's level letters are hvdlog/fields.py's."""
-        found = dict(re.findall(r'"([TDIWEF])" => "(\w+)"', SCRIPT.read_text(encoding="utf-8")))
-        assert found == HOROVOD_LEVEL_LETTERS
-
     def test_chatter_sampled_per_stream_by_concurrent_workers(self, jruby: str) -> None:
         """sample=N keeps exactly one in N chatter lines of each stream, with 4 workers sharing
         the one instance (an unsynchronised counter loses counts), and never a W line."""
