@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from support.row_samples import cases, wrong_answers
 
 from hvdlog.fields import FIELDS_BY_NAME, LEVELS
 from hvdlog.parse.messages import LEVELS_MAP, MESSAGES_FILE, level_words, load_messages, recognise
@@ -48,6 +49,20 @@ class TestTable:
         assert recognise("CRITICAL:root:out of memory")["log.level"] == "critical"
         nccl = recognise("node1:1234:1300 [0] NCCL WARN Call to connect returned Connection refused")
         assert nccl is not None and nccl["log.level"] == "warning"
+
+    def test_rows_carry_their_samples(self) -> None:
+        """Every row carries a sample and a near-miss; each sample is taken by its own row and by
+        no earlier one, no near-miss matches its row (the ruby filter's rows are checked alike:
+        tests/stack/test_logstash_ruby_filter.py)."""
+        rows = load_messages()
+        assert len(rows) == len(TABLE["messages"])  # no family switched off: indexes are the table's
+        for row in TABLE["messages"]:
+            assert row.get("samples") and row.get("misses"), f"{row['pattern']}: a row needs samples and misses"
+        answers = []
+        for case in cases():
+            first = next((index for index, row in enumerate(rows) if row.fields_of(case.line, case.given) is not None), None)
+            answers.append((first, rows[case.row].pattern.match(case.line) is not None))
+        assert not wrong_answers(answers), "\n".join(wrong_answers(answers))
 
     def test_a_row_gives_its_fields(self) -> None:
         """horovodrun's exit line: rank, exit code, level and the signal the code means."""
