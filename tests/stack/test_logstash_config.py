@@ -13,6 +13,7 @@ import yaml
 from corpus.tools_required import installed
 from support import conf_regexes
 
+from hvdlog.elastic.logstash_conf import GENERATED_LINE, render_native_conf
 from hvdlog.fields import DATASETS, LEVELS
 from hvdlog.parse.patterns import load_definitions
 
@@ -117,6 +118,19 @@ class TestOneSourceOfPatterns:
             f"^{definitions['HOROVOD_PREFIX_NOT_CORE']}(?:{definitions['HOROVOD_SCHEDULER_PREFIX']}){definitions['HOROVOD_PREFIXED_START']}",
         }
 
+
+    def test_gsubs_are_generated(self) -> None:
+        """The committed conf is what `python -m hvdlog.elastic.generate` writes: its gsub regexes
+        from the pattern file, its first line saying so (edit the patterns, then regenerate)."""
+        native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
+        assert native == render_native_conf(native), "stale: run python -m hvdlog.elastic.generate"
+        assert native.splitlines()[0] == GENERATED_LINE
+
+    def test_a_hand_edited_gsub_is_stale(self) -> None:
+        """The check can fail: a regex edited in the conf alone differs from the generated one."""
+        native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
+        edited = native.replace('"\\x1b\\[[0-9;?]*[A-Za-z]"', '"\\x1b\\[[0-9;]*[A-Za-z]"', 1)
+        assert edited != native and render_native_conf(edited) == native
 
 class TestRubyLayout:
     def test_parts_mirror_the_python_modules(self) -> None:
