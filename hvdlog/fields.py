@@ -27,7 +27,6 @@ __all__ = [
     "EXTRA",
     "FIELDS",
     "FIELDS_BY_NAME",
-    "HOROVOD_LEVEL_LETTERS",
     "LAUNCHER_DATASET",
     "LEVELS",
     "PARSE_FAILURE_TAG",
@@ -83,9 +82,6 @@ EVIDENCE_SOURCES: Final = ("rank", "horovodrun", "openmpi_box", "mpirun_noticed"
 
 #: Lower-case level names, in increasing severity (the values of ``log.level``).
 LEVELS: Final = ("trace", "debug", "info", "warning", "error", "critical")
-
-#: The level letter of a Horovod C++ log line header, e.g. ``[... W /path/file.cc:123]``.
-HOROVOD_LEVEL_LETTERS: Final = {"T": "trace", "D": "debug", "I": "info", "W": "warning", "E": "error", "F": "critical"}
 
 #: Tag added to a line that no pattern matched; the raw line is kept in ``message``.
 PARSE_FAILURE_TAG: Final = "_hvdlog_parse_failure"

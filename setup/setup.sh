@@ -238,7 +238,7 @@ step_elasticsearch() {
     log "index template $name"
   done
   while read -r dataset; do
-    [ -n "$dataset" ] || continue
+    case "$dataset" in "" | "#"*) continue ;; esac  # the first line says the file is generated
     stream="logs-$dataset-$namespace"
     es PUT "$es_url/_data_stream/$stream"
     if [ "$status" = 400 ] && grep -q 'resource_already_exists_exception' "$work/response"; then

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hvdlog.elastic.generate import FIELDS_DOC, generated_files, sample_events
-from hvdlog.fields import FIELDS, FIELDS_BY_NAME, HOROVOD_LEVEL_LETTERS, LEVELS
+from hvdlog.fields import FIELDS, FIELDS_BY_NAME
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / FIELDS_DOC
@@ -28,11 +28,6 @@ class TestContract:
         """rank, local_rank and step keep their exact names, as integers."""
         assert FIELDS_BY_NAME["rank"].type == FIELDS_BY_NAME["local_rank"].type == "integer"
         assert FIELDS_BY_NAME["step"].type == "long"
-
-    def test_level_letters_cover_horovod(self) -> None:
-        """Horovod's T D I W E F letters map onto the contract's levels."""
-        assert set(HOROVOD_LEVEL_LETTERS) == set("TDIWEF")
-        assert set(HOROVOD_LEVEL_LETTERS.values()) == set(LEVELS)
 
 
 def test_docs_fields_md_is_fresh() -> None:

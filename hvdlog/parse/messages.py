@@ -20,12 +20,14 @@ from hvdlog.fields import LAUNCHER_DATASET
 from hvdlog.parse.families import kept
 from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
 
-__all__ = ["MESSAGES_FILE", "Message", "load_messages", "read_table", "recognise", "signal_names"]
+__all__ = ["LEVELS_MAP", "MESSAGES_FILE", "Message", "level_words", "load_messages", "read_table", "recognise", "signal_names"]
 
 #: The table, shipped inside the package; ``HVDLOG_MESSAGES`` points elsewhere.
 MESSAGES_FILE: Final = Path(os.environ.get("HVDLOG_MESSAGES") or Path(__file__).resolve().parent / "assets" / "messages.json")
 DEFAULT_DATASET: Final = LAUNCHER_DATASET
 _METADATA: Final = "@metadata."
+#: A field spec's ``map`` that names the table's one map of level words instead of a map of its own.
+LEVELS_MAP: Final = "levels"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +72,14 @@ def _row(row: dict[str, Any], path: Path) -> Message:
     pattern = compile_pattern(name)
     if not pattern.regex.pattern.startswith(("\\A", "^")):
         raise PatternError(f"{path}: {name} must be anchored with \\A (Logstash searches, Python matches)")
-    fields = row.get("fields", {})
+    fields = dict(row.get("fields", {}))
     for field, spec in fields.items():
         if isinstance(spec, dict) and not ({"from", "map"} <= set(spec) <= {"from", "map", "default"}):
             raise PatternError(f"{path}: {name}: field {field} must be a value or {{from, map[, default]}}")
+        if isinstance(spec, dict) and spec["map"] == LEVELS_MAP:
+            fields[field] = {**spec, "map": level_words(path)}
+        elif isinstance(spec, dict) and not isinstance(spec["map"], dict):
+            raise PatternError(f"{path}: {name}: field {field}: map must be an object or {LEVELS_MAP!r}")
     return Message(pattern, row.get("dataset", DEFAULT_DATASET), tuple(fields.items()), row.get("lacks"), bool(row.get("net", False)))
 
 
@@ -84,6 +90,16 @@ def read_table(path: Path = MESSAGES_FILE) -> dict[str, Any]:
     except (OSError, ValueError) as error:
         raise PatternError(f"cannot read the message table {path}: {error}; set HVDLOG_MESSAGES") from error
     return table
+
+
+@cache
+def level_words(path: Path = MESSAGES_FILE) -> dict[str, str]:
+    """The level words loggers print -> ``log.level`` (the table's ``levels``, written once for
+    Horovod's core letters, every row and the ruby filter)."""
+    words = read_table(path).get(LEVELS_MAP)
+    if not isinstance(words, dict) or not words:
+        raise PatternError(f"{path}: the table has no {LEVELS_MAP!r} map of level words")
+    return {str(word): str(level) for word, level in words.items()}
 
 
 @cache

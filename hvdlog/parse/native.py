@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 from hvdlog.documents import Document
-from hvdlog.fields import CORE_DATASET, HOROVOD_LEVEL_LETTERS, LAUNCHER_DATASET, PARSE_FAILURE_TAG
+from hvdlog.fields import CORE_DATASET, LAUNCHER_DATASET, PARSE_FAILURE_TAG
 from hvdlog.parse.blocks import Opener, bound, grammar
 from hvdlog.parse.evidence_rules import classify
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.line_times import LineTimes
-from hvdlog.parse.messages import recognise, signal_names
+from hvdlog.parse.messages import level_words, recognise, signal_names
 from hvdlog.parse.patterns import CompiledPattern, compile_pattern
 from hvdlog.parse.stalls import StallBlock, is_cut_header, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
@@ -47,7 +47,8 @@ _CHATTER: Final = compile_pattern("HOROVOD_CHATTER").regex
 _SIZE: Final = compile_pattern("HOROVOD_JOB_SIZE")
 _LAUNCH_SIZE: Final = compile_pattern("HOROVOD_LAUNCH_SIZE")
 _BROKEN: Final = compile_pattern("HOROVOD_BROKEN_LINE").regex
-_LEVELS: Final = HOROVOD_LEVEL_LETTERS
+#: Horovod's level letters -> log.level: the message table's one map of level words
+_LEVELS: Final = level_words()
 _GRAMMAR: Final = grammar()
 _QUIET_LETTERS: Final = frozenset("TD")
 _NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated

@@ -32,9 +32,6 @@ HOROVOD_NATIVE_PARTS.each do |part|
   instance_eval(File.read(file, encoding: "UTF-8"), file, 1)
 end
 
-# Horovod's level letters (hvdlog/fields.py HOROVOD_LEVEL_LETTERS; a test checks they agree).
-LEVELS = { "T" => "trace", "D" => "debug", "I" => "info", "W" => "warning", "E" => "error", "F" => "critical" }.freeze
-
 def register(params)
   @definitions = load_definitions(params.fetch("patterns_file"))
   # The declared multi-line grammar and the bounds (hvdlog/parse/assets/blocks.json).
@@ -65,10 +62,13 @@ def register(params)
   @core_line = compile("HOROVOD_CORE_LINE")
   @scheduler_at = Regexp.new("\\G(?:#{compile("HOROVOD_SCHEDULER_PREFIX").regex.source})")
   # The message table (hvdlog/parse/assets/messages.json), shared with hvdlog.parse.messages.
-  @messages = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8")).fetch("messages").map do |row|
+  table = JSON.parse(File.read(params.fetch("messages_file"), encoding: "UTF-8"))
+  # The level words loggers print -> log.level, Horovod's core letters among them (the table's `levels`).
+  @levels = level_words(table)
+  @messages = table.fetch("messages").map do |row|
     compiled = compile(row.fetch("pattern"))
     raise ArgumentError, "#{row["pattern"]} must be anchored with \\A" unless compiled.regex.source.start_with?("\\A", "^")
-    [compiled, row.fetch("dataset", "horovod.launcher"), row.fetch("fields", {}), row["pattern"], row["lacks"] && reference(row["lacks"]), row.fetch("net", false)].freeze
+    [compiled, row.fetch("dataset", "horovod.launcher"), with_levels(row.fetch("fields", {})), row["pattern"], row["lacks"] && reference(row["lacks"]), row.fetch("net", false)].freeze
   end.freeze
   # Every line shape a block or a message begins with, as one regex (hvdlog/parse/prefixes.py
   # `_starts`): what an untagged event's first line must show behind a prefix no list names.

@@ -61,6 +61,14 @@ class TestGenerated:
             if path not in KIBANA_FILES:
                 assert (REPO / path).read_text() == text, f"{path} is stale: run python -m hvdlog.elastic.generate"
 
+    def test_generated_files_say_so_first(self) -> None:
+        """Every generated file that can hold a comment says in its first line that it is
+        generated, and by what (JSON cannot: the templates and saved objects)."""
+        for path, text in generated_files(REPO).items():
+            if not path.endswith((".json", ".ndjson")):
+                first = text.splitlines()[0]
+                assert first.startswith(("#", "<!--")) and "python -m hvdlog.elastic.generate" in first, path
+
     def test_generate_command(self, tmp_path: Path) -> None:
         """`python -m hvdlog.elastic.generate` writes every file; `--check` exits 1 naming stale ones, 0 when fresh."""
         command = [sys.executable, "-m", "hvdlog.elastic.generate", "--root", str(tmp_path)]

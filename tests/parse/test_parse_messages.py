@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.row_samples import cases, wrong_answers
 
 from hvdlog.fields import FIELDS_BY_NAME, LEVELS
-from hvdlog.parse.messages import MESSAGES_FILE, load_messages, recognise
-from hvdlog.parse.patterns import PatternError
+from hvdlog.parse.messages import LEVELS_MAP, MESSAGES_FILE, level_words, load_messages, recognise
+from hvdlog.parse.patterns import PatternError, load_definitions
 
 TABLE = json.loads(MESSAGES_FILE.read_text(encoding="utf-8"))
 
@@ -23,9 +24,45 @@ class TestTable:
         for row in TABLE["messages"]:
             for name, spec in row.get("fields", {}).items():
                 assert name in FIELDS_BY_NAME, name
-                values = [*spec["map"].values(), spec.get("default")] if isinstance(spec, dict) else [spec]
+                mapped = level_words() if isinstance(spec, dict) and spec["map"] == LEVELS_MAP else spec.get("map", {}) if isinstance(spec, dict) else {}
+                values = [*mapped.values(), spec.get("default")] if isinstance(spec, dict) else [spec]
                 if name == "log.level":
                     assert {value for value in values if value is not None} <= set(LEVELS), row
+
+    def test_level_words_are_written_once(self) -> None:
+        """One map of level words: its levels are the contract's, Horovod's core letters and every
+        word the grok patterns' level alternatives allow are in it, and no row keeps a map of its own."""
+        words = level_words()
+        assert set(words.values()) == set(LEVELS)
+        definitions = load_definitions()
+        letters = set(definitions["HOROVOD_LEVEL_LETTER"].strip("[]")) | set(definitions["HOROVOD_TF_LETTER"].strip("[]"))
+        assert letters == set("TDIWEF") and letters <= set(words)
+        assert set(definitions["HOROVOD_PYTHON_LEVEL_WORD"].split("|")) <= set(words)
+        copies = [row["pattern"] for row in TABLE["messages"] for spec in row.get("fields", {}).values()
+                  if isinstance(spec, dict) and isinstance(spec["map"], dict) and set(spec["map"]) <= set(words)]
+        assert not copies, f"rows with their own map of level words (use \"map\": \"levels\"): {copies}"
+
+    def test_level_words_map_captures(self) -> None:
+        """A row naming the levels map maps each word through it (loguru's SUCCESS is info, NCCL's
+        WARN a warning, Python's CRITICAL critical), an unknown word to the row's default."""
+        assert recognise("2024-05-01 10:00:00.123 | SUCCESS  | train:main:12 - done")["log.level"] == "info"
+        assert recognise("CRITICAL:root:out of memory")["log.level"] == "critical"
+        nccl = recognise("node1:1234:1300 [0] NCCL WARN Call to connect returned Connection refused")
+        assert nccl is not None and nccl["log.level"] == "warning"
+
+    def test_rows_carry_their_samples(self) -> None:
+        """Every row carries a sample and a near-miss; each sample is taken by its own row and by
+        no earlier one, no near-miss matches its row (the ruby filter's rows are checked alike:
+        tests/stack/test_logstash_ruby_filter.py)."""
+        rows = load_messages()
+        assert len(rows) == len(TABLE["messages"])  # no family switched off: indexes are the table's
+        for row in TABLE["messages"]:
+            assert row.get("samples") and row.get("misses"), f"{row['pattern']}: a row needs samples and misses"
+        answers = []
+        for case in cases():
+            first = next((index for index, row in enumerate(rows) if row.fields_of(case.line, case.given) is not None), None)
+            answers.append((first, rows[case.row].pattern.match(case.line) is not None))
+        assert not wrong_answers(answers), "\n".join(wrong_answers(answers))
 
     def test_a_row_gives_its_fields(self) -> None:
         """horovodrun's exit line: rank, exit code, level and the signal the code means."""

@@ -13,7 +13,8 @@ import yaml
 from corpus.tools_required import installed
 from support import conf_regexes
 
-from hvdlog.fields import DATASETS
+from hvdlog.elastic.logstash_conf import GENERATED_LINE, render_native_conf
+from hvdlog.fields import DATASETS, LEVELS
 from hvdlog.parse.patterns import load_definitions
 
 LOGSTASH = Path(__file__).resolve().parents[2] / "logstash"
@@ -118,6 +119,19 @@ class TestOneSourceOfPatterns:
         }
 
 
+    def test_gsubs_are_generated(self) -> None:
+        """The committed conf is what `python -m hvdlog.elastic.generate` writes: its gsub regexes
+        from the pattern file, its first line saying so (edit the patterns, then regenerate)."""
+        native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
+        assert native == render_native_conf(native), "stale: run python -m hvdlog.elastic.generate"
+        assert native.splitlines()[0] == GENERATED_LINE
+
+    def test_a_hand_edited_gsub_is_stale(self) -> None:
+        """The check can fail: a regex edited in the conf alone differs from the generated one."""
+        native = (LOGSTASH / "pipeline" / "horovod-native.conf").read_text(encoding="utf-8")
+        edited = native.replace('"\\x1b\\[[0-9;?]*[A-Za-z]"', '"\\x1b\\[[0-9;]*[A-Za-z]"', 1)
+        assert edited != native and render_native_conf(edited) == native
+
 class TestRubyLayout:
     def test_parts_mirror_the_python_modules(self) -> None:
         """The ruby filter loads exactly the files of horovod_native/, and each is named after the
@@ -127,6 +141,16 @@ class TestRubyLayout:
         assert sorted(listed.group(1).split()) == [part.stem for part in NATIVE_PARTS]
         python = {module.stem for module in (Path(__file__).resolve().parents[2] / "hvdlog" / "parse").glob("*.py")}
         assert {part.stem for part in NATIVE_PARTS} <= python
+
+
+    def test_no_level_map_of_its_own(self) -> None:
+        """The ruby filter maps level words through the message table's `levels` (as hvdlog parse
+        does), never through a map of its own: no `"W" => "warning"` in any of its files."""
+        levels = "|".join(LEVELS)
+        copies = [(path.name, found) for path in [NATIVE_SCRIPT, *NATIVE_PARTS]
+                  for found in re.findall(rf'"\w+" => "(?:{levels})"', path.read_text(encoding="utf-8"))]
+        assert not copies
+        assert "@levels.fetch(letter)" in "\n".join(path.read_text(encoding="utf-8") for path in NATIVE_PARTS)
 
 
 class TestNativeOrder:

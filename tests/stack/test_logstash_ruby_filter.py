@@ -28,7 +28,7 @@ import pytest
 from corpus.cases import cases
 from corpus.realworld import RealCase, answers_over, check, check_documents, library_answers, real_cases
 from corpus.tools_required import installed, jdk_tool
-from support import conf_regexes
+from support import conf_regexes, row_samples
 from support.filebeat_emulation import excluded
 from support.grok import run_logstash
 from support.native_events import LAUNCHER_INPUT, events_of, numbered_streams_of, streams_of
@@ -36,7 +36,7 @@ from support.variant_expectations import case_files, expected_under, materialise
 from support.variants import Variant, variants
 
 from hvdlog.documents import flatten
-from hvdlog.fields import HOROVOD_LEVEL_LETTERS, PARSE_FAILURE_TAG
+from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import without_launcher_copies
 from hvdlog.parse import parse_lines
 from hvdlog.parse.blocks import BLOCKS_FILE, MAX_DOCUMENT_BYTES, MAX_PIECES
@@ -547,11 +547,6 @@ def _ruby_gsub(jruby: str, tmp_path: Path, regex: str, by: str, texts: list[str]
 
 
 class TestFilterContract:
-    def test_levels_are_fields_py(self) -> None:
-        """The script's level letters are hvdlog/fields.py's."""
-        found = dict(re.findall(r'"([TDIWEF])" => "(\w+)"', SCRIPT.read_text(encoding="utf-8")))
-        assert found == HOROVOD_LEVEL_LETTERS
-
     def test_chatter_sampled_per_stream_by_concurrent_workers(self, jruby: str) -> None:
         """sample=N keeps exactly one in N chatter lines of each stream, with 4 workers sharing
         the one instance (an unsynchronised counter loses counts), and never a W line."""
@@ -637,6 +632,22 @@ class TestGrammar:
         assert not wrong, "\n".join(f"{case.get('state', 'open')} {case.get('line', case.get('open'))!r}: Ruby {answer}, golden {case['expect']}"
                                      for case, answer in wrong)
 
+
+    def test_row_samples(self, jruby: str) -> None:
+        """The message table's samples and near-misses, answered by the ruby filter's rows: each
+        sample taken by its own row and no earlier one, no near-miss matching its row (the same
+        cases as tests/parse/test_parse_messages.py::TestTable::test_rows_carry_their_samples)."""
+        params = {"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE), "blocks_file": str(BLOCKS_FILE)}
+        items = [{"row": case.row, "line": case.line, "given": case.given} for case in row_samples.cases()]
+        result = subprocess.run(
+            [jdk_tool("java"), "-jar", jruby, "--dev", str(ROOT / "tests" / "support" / "ruby" / "run_samples.rb"), str(SCRIPT), json.dumps(params)],
+            input=json.dumps(items), capture_output=True, text=True, check=False, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        answers = [(found["first"], found["own"]) for found in map(json.loads, result.stdout.splitlines())]
+        assert len(answers) == len(items) > 0
+        wrong = row_samples.wrong_answers(answers)
+        assert not wrong, "\n".join(wrong)
 
 WARNING = "UserWarning: torch.distributed.reduce_op is deprecated, please use torch.distributed.ReduceOp instead (warning call {:06d})"
 DEAD_LETTER = ROOT / "logstash" / "pipeline" / "dead_letter.rb"

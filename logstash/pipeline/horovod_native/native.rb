@@ -92,7 +92,7 @@ end
 
 # A document whose first line is a Horovod core line (grok set its level letter).
 def core_event(event, lines, letter)
-  event.set("[log][level]", LEVELS.fetch(letter))
+  event.set("[log][level]", @levels.fetch(letter))
   event.set("[event][dataset]", "horovod.core")
   message = event.get("message").to_s
   return chatter(event, message) if %w[T D].include?(letter)
