@@ -12,8 +12,6 @@ import re
 from functools import cache
 from typing import Final
 
-from hvdlog.parse.patterns import load_definitions
-
 __all__ = ["GENERATED_LINE", "NATIVE_CONF", "collector_prefixes", "gsub_regexes", "line_prefix", "progress", "render_native_conf", "tags"]
 
 NATIVE_CONF: Final = "logstash/pipeline/horovod-native.conf"
@@ -22,6 +20,14 @@ GENERATED_LINE: Final = ("# Partly generated: the gsub regexes are written by `p
                          "hvdlog/parse/assets/patterns/horovod; edit the patterns, not them.")
 #: one pair of a gsub list: `"message", "<regex>", "<replacement>"` (the conf's strings hold no `"`)
 _PAIR: Final = re.compile(r'"message", "(?P<regex>[^"]*)", "(?P<by>[^"]*)"')
+
+
+def load_definitions() -> dict[str, str]:
+    """The pattern file's definitions, imported when needed: ``hvdlog.parse`` loads the readers
+    (orjson), which ``import hvdlog.elastic.generate`` must not."""
+    from hvdlog.parse.patterns import load_definitions as definitions
+
+    return definitions()
 
 
 def line_prefix() -> str:
