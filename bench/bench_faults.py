@@ -130,7 +130,7 @@ def _evidence_time(root: Path, job: str, started: float, kind: str) -> float | N
     return min(after) - started if after else None
 
 
-def _kill_captures(root: Path) -> None:
+def kill_captures(root: Path) -> None:
     """SIGKILL the capture processes writing under ``root``: each runs in a session of its own (it outlives its
     rank by design), and capture-stuck leaves one stopped."""
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -216,7 +216,7 @@ def run_one(fault: str, work: Path, index: int, steps: int, timeout: float, watc
         return _observe(fault, root, job, process, reader, timeout, spec)
     finally:
         _stop(process, group=True)
-        _kill_captures(root)
+        kill_captures(root)
         _stop(watch, group=False)
 
 

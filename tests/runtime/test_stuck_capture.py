@@ -19,6 +19,9 @@ import orjson
 import pytest
 from corpus.tools_required import horovodrun
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from bench_faults import kill_captures  # the bench's own clean-up: one copy
+
 RANK_ENV = {"HOROVOD_RANK": "1", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_SIZE": "2", "HOROVOD_LOCAL_SIZE": "2"}
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="the guard needs Linux /proc")
@@ -41,20 +44,10 @@ def run(root: Path, body: str, unbuffered: bool | None = None, **configure: obje
             stdout, stderr = rank.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             rank.kill()
-            kill_captures_of(root)
+            kill_captures(root)
             stdout, stderr = rank.communicate()
             pytest.fail(f"the rank hung: {stderr[-2000:]!r}")
     return subprocess.CompletedProcess(rank.args, rank.returncode, stdout, stderr)
-
-
-def kill_captures_of(root: Path) -> None:
-    """SIGKILL every capture process writing under ``root`` (its spec names the files)."""
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if b"tee.py" in (words := cmdline.read_bytes()) and str(root).encode() in words:
-                os.kill(int(cmdline.parent.name), signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def json_events(root: Path) -> list[dict]:
@@ -242,7 +235,7 @@ def test_a_job_ends_while_a_capture_is_stopped(tmp_path: Path, ending: str, paus
             out, err = job.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             os.killpg(job.pid, signal.SIGKILL)
-            kill_captures_of(root)
+            kill_captures(root)
             job.communicate()
             pytest.fail("horovodrun did not end: the stopped capture still held its console")
     assert job.returncode == 0, (out[-1000:] + err[-2000:]).decode(errors="replace")
