@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from hvdlog.runtime.config import Configuration as Configuration
@@ -51,6 +51,31 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]
+
+
+#: What the script last gave ``sys.exit`` (one item), from ``import hvdlog`` on: read at
+#: interpreter exit by :mod:`hvdlog.runtime.ending` for the process's exit record.
+exit_requested: list[object] = []
+
+
+def _remember_exit_requests() -> None:
+    """Wrap ``sys.exit`` at import: in ``sys.exit(main())`` Python looks ``sys.exit`` up before
+    ``main()`` runs ``configure()``, so a wrapper made by ``configure()`` never sees the status of
+    the most common ending. The call is the same; it only remembers its argument first."""
+    original = sys.exit
+    if getattr(original, "__hvdlog_exit__", False):
+        return
+
+    def remembering_exit(status: object = None) -> NoReturn:
+        exit_requested[:] = [status]
+        original(status)  # type: ignore[arg-type]
+        raise SystemExit(status)  # only if the original returned (it never does)
+
+    remembering_exit.__hvdlog_exit__ = True  # type: ignore[attr-defined]
+    sys.exit = remembering_exit
+
+
+_remember_exit_requests()
 
 
 def _import_structlog_without_rich() -> None:

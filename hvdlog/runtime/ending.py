@@ -137,6 +137,9 @@ class _Recorder:
     def how_it_ends(self) -> Ending:
         """The ending, from the best evidence there is (the module docstring's order)."""
         last = getattr(sys, "last_value", None)
+        early = getattr(sys.modules.get("hvdlog"), "exit_requested", None)
+        if self.ending is None and early:  # sys.exit bound before configure() (``sys.exit(main())``), seen from import on
+            self.ending = (exit_status(early[-1]), "sys.exit", None)
         if self.ending is not None and self.ending[1] != "sys.exit":
             return self.ending  # an uncaught exception, seen by the hooks
         if isinstance(last, BaseException) and not isinstance(last, SystemExit):

@@ -166,6 +166,22 @@ class TestCrashesAndSignals:
             assert "process.exit_code" not in record and record["message"].startswith("process exit: status unknown"), record
             assert record["log.level"] == "warning"
 
+    @pytest.mark.parametrize(("returned", "level"), [(0, "info"), (3, "error")])
+    def test_sys_exit_of_main_that_configures_is_recorded(self, tmp_path: Path, returned: int, level: str) -> None:
+        """`sys.exit(main())` with configure() and shutdown() inside main, the most common ending: Python looks
+        `sys.exit` up before main() configures, so only the wrapper `import hvdlog` makes sees the status
+        (it was recorded as "status unknown", and before that as 0 whatever main returned)."""
+        script = tmp_path / "train.py"
+        script.write_text("import sys\nimport hvdlog\n"
+                          "def main():\n"
+                          f"    hvdlog.configure(root={str(tmp_path / 'logs')!r}, job='t', stall_after=None)\n"
+                          f"    hvdlog.get_logger().info('up')\n    hvdlog.shutdown()\n    return {returned}\n"
+                          "sys.exit(main())\n")
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, timeout=60, env={**os.environ, **RANK_ENV}, check=False)
+        assert result.returncode == returned, result.stderr
+        record = exit_record(tmp_path)
+        assert (record["process.exit_code"], record["event.reason"], record["log.level"]) == (returned, "sys.exit", level), record
+
     def test_sigkill_loses_no_logged_line(self, tmp_path: Path) -> None:
         """Every line logged before SIGKILL is on disk, JSON and native output alike."""
         body = """
