@@ -27,6 +27,7 @@ import pytest
 from support.watch_harness import ENV, IN_TREE, Receiver, crashed_job
 
 TRAINER, WATCHER = 4242, 4243
+REPO = Path(__file__).resolve().parents[2]
 #: In a private mount namespace: /root becomes a 0755 tmpfs showing only the venv and the interpreter, then the user changes.
 AS_WATCHER = """set -e
 base=$(mktemp -d)
@@ -73,7 +74,9 @@ def test_the_watcher_as_another_user_spools_in_its_own_state(base: Path) -> None
     trainers_job(root)
     home.mkdir(mode=0o700)
     os.chown(home, WATCHER, WATCHER)
-    env = {key: value for key, value in ENV.items() if key != "XDG_STATE_HOME"} | {"HOME": str(home)}
+    # The watcher's own copy of hvdlog: the checkout may sit in a 0700 directory (a fresh clone in mktemp -d).
+    shutil.copytree(REPO / "hvdlog", base / "src" / "hvdlog", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {key: value for key, value in ENV.items() if key != "XDG_STATE_HOME"} | {"HOME": str(home), "PYTHONPATH": str(base / "src")}
     # The permissions are real: the watcher reads the job through the group and cannot write into it.
     rank_file, planted = root / "job7" / "node1" / "rank-1.jsonl", root / "job7" / "x"
     code = f"import os; print(os.getuid(), sorted(os.getgroups()), len(open({str(rank_file)!r}).read()) > 0); open({str(planted)!r}, 'w')"
