@@ -9,9 +9,9 @@ How the process ends, best evidence first:
 - a ``SystemExit`` leaving the main module: ``sys.exit(n)``, ``raise SystemExit(n)``, ``exit(n)``.
   Python runs no hook for it (no excepthook; its status reaches only the C ``exit()``), so on
   Python 3.12+ a ``sys.monitoring`` tool sees the exception unwind the main thread's outermost
-  frame and reads its code: the status exactly. Before 3.12 only ``sys.exit`` is seen (its wrapper
-  stays for the life of the process, because ``sys.exit(main())`` after a ``hvdlog.shutdown()``
-  inside ``main`` is the common shape); a ``SystemExit`` raised otherwise is known only by the main
+  frame and reads its code: the status exactly. Before 3.12 only ``sys.exit`` is seen (the wrapper
+  ``import hvdlog`` makes, so ``sys.exit(main())`` with ``configure()`` inside ``main``, the common
+  shape, is seen too); a ``SystemExit`` raised otherwise is known only by the main
   module's frame, kept from ``install()``: it ended at a raise, not a return. Its status is then
   not known, and the record says so (no ``process.exit_code``) rather than claim 0;
 - the main module returned: 0, "the script ended" (a ``sys.exit`` seen earlier was caught, or
@@ -29,7 +29,6 @@ import dis
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, Final
 
@@ -92,24 +91,20 @@ class _Recorder:
         #: After shutdown: appends one rendered event to the rank's file.
         self.fallback: Emit | None = None
         self.written = False
-        self._exit: Callable[..., Any] | None = None
+        self.installed = False
         self._main: FrameType | None = None
 
     def install(self, emit: Emit) -> None:
-        """Write through ``emit`` from now on; the first call wraps ``sys.exit``, keeps the main
-        module's frame, starts the SystemExit watch (3.12+) and registers the atexit hook."""
+        """Write through ``emit`` from now on; the first call keeps the main module's frame, starts
+        the SystemExit watch (3.12+) and registers the atexit hook. (``sys.exit``'s status is
+        remembered by the wrapper ``import hvdlog`` made: ``hvdlog.exit_requested``.)"""
         self.emit = emit
-        if self._exit is None:
-            self._exit = sys.exit
-            sys.exit = self._exit_called  # type: ignore[assignment]  # the same call; remembers the status first
+        if not self.installed:
+            self.installed = True
             with contextlib.suppress(Exception):
                 self._main = _main_frame()
             _watch_system_exit(self)
             atexit.register(self.at_exit)
-
-    def _exit_called(self, status: object = None) -> None:
-        self.ending = (exit_status(status), "sys.exit", None)
-        (self._exit or _raise)(status)
 
     def uncaught(self, exc_type: type[BaseException]) -> None:
         """An exception ends the main thread."""
@@ -137,10 +132,7 @@ class _Recorder:
     def how_it_ends(self) -> Ending:
         """The ending, from the best evidence there is (the module docstring's order)."""
         last = getattr(sys, "last_value", None)
-        early = getattr(sys.modules.get("hvdlog"), "exit_requested", None)
-        if self.ending is None and early:  # sys.exit bound before configure() (``sys.exit(main())``), seen from import on
-            self.ending = (exit_status(early[-1]), "sys.exit", None)
-        if self.ending is not None and self.ending[1] != "sys.exit":
+        if self.ending is not None:
             return self.ending  # an uncaught exception, seen by the hooks
         if isinstance(last, BaseException) and not isinstance(last, SystemExit):
             self.uncaught(type(last))  # a traceback was printed after the hooks were removed
@@ -150,8 +142,9 @@ class _Recorder:
         returned = _returned(self._main) if self._main is not None else None
         if returned:
             return 0, "the script ended", None
-        if self.ending is not None:
-            return self.ending  # sys.exit, and the main module did not return
+        requested = getattr(sys.modules.get("hvdlog"), "exit_requested", None)
+        if requested:
+            return exit_status(requested[-1]), "sys.exit", None  # sys.exit, and the main module did not return
         if returned is False:
             return None, "SystemExit raised without sys.exit: its status is not visible before Python 3.12", None
         return 0, "the script ended", None
@@ -187,10 +180,6 @@ def _watch_system_exit(recorder: _Recorder) -> None:
 
     monitoring.register_callback(tool, monitoring.events.PY_UNWIND, unwound)
     monitoring.set_events(tool, monitoring.get_events(tool) | monitoring.events.PY_UNWIND)
-
-
-def _raise(status: object) -> None:
-    raise SystemExit(status)
 
 
 #: The process's recorder.
