@@ -67,8 +67,10 @@ class Configuration:
 
     def try_emit(self, level: str, message: str, fields: dict[str, Any]) -> bool:
         """:meth:`emit` for a caller that keeps the event and retries when it could not be
-        written (the capture's drop counts): False then, and not counted as dropped."""
-        return self.writer.write(self.renderer.render_safely(level, message, fields), count_drop=False)
+        written (the capture's drop counts): False then, and not counted as dropped. The writer
+        looks first whether its file was deleted: the capture's own file being deleted (the job
+        folder removed) is when this is called, and its report must not go to a deleted file."""
+        return self.writer.write(self.renderer.render_safely(level, message, fields), count_drop=False, look_first=True)
 
     def dropped_note(self, count: int, reason: str) -> bytes:
         """The ``log_dropped`` line the writer puts before the first line that gets through."""

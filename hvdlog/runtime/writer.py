@@ -242,15 +242,17 @@ class RankFileWriter:
         self._warn(f"hvdlog: {self.path} is {kind}, not a regular file: refusing it; {instead} instead")
 
     # -- the hot path ---------------------------------------------------------------------
-    def write(self, line: bytes, count_drop: bool = True) -> bool:
+    def write(self, line: bytes, count_drop: bool = True, look_first: bool = False) -> bool:
         """Write one rendered line (newline-terminated) whole, or drop it; never raises.
 
         True when the line reached the file (or the stderr fallback). ``count_drop=False``
         is for a caller that keeps the line and tries again later (not a loss).
+        ``look_first`` checks that the file is still in place before this line, not only once a
+        second: for a rare line that must not go to a deleted file (a report of lost lines).
         """
         try:
             with self._lock:
-                if _monotonic() >= self._next_check:
+                if look_first or _monotonic() >= self._next_check:
                     self._check_in_place()
                 fd = self.fd
                 if fd < 0 or self.dropped:

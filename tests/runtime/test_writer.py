@@ -47,3 +47,34 @@ class TestRankFileWriter:
         assert (tmp_path / "one.jsonl").read_bytes() == b"1\n"
         assert (tmp_path / "two.jsonl").read_bytes() == b"2\n"
         assert os.listdir(tmp_path) != []
+
+
+class TestDeletedFile:
+    """A file deleted while open (``rm -r`` of the job folder) is noticed once a second, or at
+    once for a line written with ``look_first`` (a report of lost lines must not go to it)."""
+
+    def test_a_report_written_right_after_the_deletion_reaches_the_new_file(self, tmp_path: Path, capfd) -> None:
+        folder = tmp_path / "job"
+        path = folder / "rank-0.jsonl"
+        writer = RankFileWriter(path)
+        writer.drop_note = lambda count, reason: f'{{"dropped":{count},"reason":"{reason}"}}\n'.encode()
+        writer.write(b'{"n":1}\n')
+        for leftover in folder.iterdir():
+            leftover.unlink()
+        folder.rmdir()
+        writer.write(b'{"n":2}\n')  # within the second: still goes to the deleted file
+        assert writer.write(b'{"report":1}\n', count_drop=False, look_first=True)
+        writer.close()
+        # Both lines written since the file was seen in place are counted; the report follows the note.
+        assert path.read_bytes() == b'{"dropped":2,"reason":"deleted"}\n{"report":1}\n'
+        assert "rank-0.jsonl was deleted while in use" in capfd.readouterr().err
+
+    def test_without_look_first_a_line_goes_to_the_deleted_file(self, tmp_path: Path) -> None:
+        """The once-a-second rule: what ``look_first`` changes (the case the fix is for)."""
+        path = tmp_path / "job" / "rank-0.jsonl"
+        writer = RankFileWriter(path)
+        writer.write(b'{"n":1}\n')
+        path.unlink()
+        assert writer.write(b'{"report":1}\n', count_drop=False)
+        writer.close()
+        assert not path.exists()
