@@ -14,12 +14,40 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
-from hvdlog.layout import tree_of
+from hvdlog.layout import console_job
 from hvdlog.types import Document
 
-__all__ = ["Document", "expand", "flatten", "floor_millis", "get_field", "job_of", "set_field", "sort_key", "timestamp_millis"]
+__all__ = [
+    "UNTIMED", "Document", "as_read", "expand", "flatten", "floor_millis", "get_field", "job_of", "read_time", "set_field", "sort_key",
+    "timestamp_millis",
+]
 
 _MISSING = object()
+
+#: Set (true) on a stored document whose ``@timestamp`` is when it was read, not a time of its
+#: own: a data stream needs one, so an untimed line is stored with its read time (``hvdlog
+#: import``'s; Filebeat's on the Logstash path).
+UNTIMED: Final = "hvdlog.untimed"
+
+
+def read_time(doc: Document, at: str) -> Document:
+    """``doc`` to store: with its own ``@timestamp``, as it is; without, ``at`` and :data:`UNTIMED`."""
+    if "@timestamp" in doc:
+        return doc
+    stored = {**doc, "@timestamp": at}
+    stored["hvdlog"] = {**(doc.get("hvdlog") or {}), "untimed": True}
+    return stored
+
+
+def as_read(doc: Document) -> Document:
+    """A stored document as it was parsed: a read time (:data:`UNTIMED`) is no time of the line's,
+    so the readers over Elasticsearch see the line untimed, as over the files."""
+    marks = doc.get("hvdlog")
+    if not isinstance(marks, dict) or marks.get("untimed") not in (True, "true"):
+        return doc
+    parsed = {key: value for key, value in doc.items() if key not in ("@timestamp", "hvdlog")}
+    rest = {key: value for key, value in marks.items() if key != "untimed"}
+    return {**parsed, "hvdlog": rest} if rest else parsed
 
 
 def expand(flat: Mapping[str, Any]) -> Document:
@@ -148,9 +176,7 @@ def job_of(doc: Mapping[str, Any]) -> str | None:
     if job := doc.get("job"):
         return str(job)
     path = get_field(doc, "log.file.path")
-    if not isinstance(path, str):
-        return None
-    return tree_of(path) or path
+    return console_job(path) if isinstance(path, str) else None
 
 
 def sort_key(doc: Mapping[str, Any]) -> tuple[int, int]:

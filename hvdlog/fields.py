@@ -112,6 +112,11 @@ FIELDS: Final[tuple[Field, ...]] = (
     ),
     Field("hvdlog.truncated.bytes", "long", "hvdlog", "Bytes of that message cut past the byte cap.", 1450000),
     Field(
+        "hvdlog.untimed", "boolean", "hvdlog",
+        "True when the line has no time of its own: @timestamp is when it was read (Filebeat's read time, or `hvdlog import`'s), "
+        "and the readers over Elasticsearch order it by position and give it no time, as over the files.", True,
+    ),
+    Field(
         "hvdlog.truncated.documents", "long", "hvdlog",
         "On Logstash's summary of one Filebeat event past the piece cap (10,000 documents): how many documents it stands for.", 40001,
     ),

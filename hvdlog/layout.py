@@ -36,6 +36,7 @@ __all__ = [
     "LAUNCHER_LOG_PATH",
     "MAX_JOB_ID",
     "RankFile",
+    "console_job",
     "is_compressed_log",
     "is_launcher_log",
     "is_log_file",
@@ -170,12 +171,26 @@ def _compressed(path: Path, warn: Callable[[str], None]) -> None:
     warn(f"{path}: a compressed rotation, not read (decompress it, e.g. with gunzip -k, to search it)")
 
 
+def console_job(path: str) -> str:
+    """The job of a file whose lines name none (a console outside our layout): its
+    ``--output-filename`` tree, else the file itself (as given). One rule for every reader:
+    the analyses (:func:`hvdlog.documents.job_of`), ``hvdlog jobs`` and ``hvdlog import``,
+    which stores it, so ``--es`` lists and reports the job under the same name. ``hvdlog run``'s
+    own console (``<job>/launcher.log``) is its job's."""
+    if launcher := LAUNCHER_LOG_PATH.search(_posix(path)):
+        return launcher["job"]
+    return tree_of(path) or path
+
+
 def listed_job(path: Path, root: Path) -> str:
-    """The job ``hvdlog jobs`` lists a file under: our layout's, else the first folder under the root,
-    else the root's name (the analyses name a document's job by :func:`hvdlog.documents.job_of`)."""
+    """The job ``hvdlog jobs`` lists a file under: our layout's; a console's by :func:`console_job`;
+    else (JSON lines outside the layout, whose events name their job) the first folder under the
+    root, else the root's name."""
     found = parse_path(path)
     if found is not None:
         return found.job
+    if not path.name.endswith(".jsonl"):
+        return console_job(str(path))
     relative = path.relative_to(root).parts if root.is_dir() and path.is_relative_to(root) else ()
     return relative[0] if len(relative) > 1 else root.name
 

@@ -167,10 +167,11 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
     """The aggregation: per job, time span, ranks, hosts, error count; newest first."""
     return {
         "jobs": {
-            "terms": {"field": "job", "size": size, "order": {"last": "desc"}},
+            "terms": {"field": "job", "size": size, "order": {"timed>last": "desc"}},
             "aggs": {
-                "first": {"min": {"field": "@timestamp"}},
-                "last": {"max": {"field": "@timestamp"}},
+                # a line's read time (hvdlog.untimed: import's or Filebeat's) is no time of the job's
+                "timed": {"filter": {"bool": {"must_not": [{"term": {"hvdlog.untimed": True}}]}},
+                          "aggs": {"first": {"min": {"field": "@timestamp"}}, "last": {"max": {"field": "@timestamp"}}}},
                 # over files the span is read from the events files' ends: hvdlog's own records (events, exit records) decide it here too
                 "app": {"filter": {"bool": {"should": [{"term": {"event.dataset": APP_DATASET}}, {"term": {"event.action": "launcher_exit"}}]}},
                         "aggs": {"first": {"min": {"field": "@timestamp"}}, "last": {"max": {"field": "@timestamp"}}}},
@@ -181,7 +182,8 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
                 "ends": {"filter": {"terms": {"event.action": ["process_exit", "launcher_exit", "stall"]}}},
                 # the newest event that is neither a stall report nor an exit record: is a stall the job's last word?
                 "active": {"filter": {"bool": {"must_not": [{"terms": {"event.action": ["stall", "process_exit", "launcher_exit", "resources"]}},
-                                                            {"exists": {"field": "horovod.stall.missing_ranks"}}]}},
+                                                            {"exists": {"field": "horovod.stall.missing_ranks"}},
+                                                            {"term": {"hvdlog.untimed": True}}]}},
                            "aggs": {"last": {"max": {"field": "@timestamp"}}}},
                 # the stepping span, for the step interval that judges silence (JobFacts.step_seconds)
                 "stepped": {"filter": {"exists": {"field": "step"}}, "aggs": {"first": _step_edge("asc"), "last": _step_edge("desc")}},
@@ -200,7 +202,7 @@ def from_aggregation(
         facts = JobFacts(str(bucket["key"]))
         facts.ranks = {int(b["key"]) for b in bucket["ranks"]["buckets"]}
         facts.hosts = {str(b["key"]) for b in bucket["hosts"]["buckets"]}
-        span = bucket["app"] if bucket.get("app", {}).get("doc_count") else bucket
+        span = bucket["app"] if bucket.get("app", {}).get("doc_count") else bucket["timed"]
         facts.first_ms = int(span["first"]["value"]) if span["first"].get("value") is not None else None
         facts.last_ms = int(span["last"]["value"]) if span["last"].get("value") is not None else None
         for edge in ("first", "last"):

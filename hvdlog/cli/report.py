@@ -53,6 +53,23 @@ def more_command(run: Run, command: str, job: str | None, several: bool) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
+def _only_job_over_elasticsearch(run: Run) -> None:
+    """Over Elasticsearch without ``--job``: the job the matching documents name, when they name
+    exactly one (one server aggregation); a report never reads a whole cluster's jobs."""
+    from dataclasses import replace
+
+    from hvdlog.query.es import ElasticsearchSource
+
+    elastic = [source for source in run.sources if isinstance(source, ElasticsearchSource)]
+    if not elastic:
+        return
+    jobs = {job for source in elastic for job in source.scope(run.spec).jobs}
+    if len(jobs) != 1:
+        several = "the documents name several jobs" if jobs else "the documents name no job"
+        fail(f"over Elasticsearch, {several}: name one with --job J (`hvdlog jobs --es URL` lists them)")
+    run.spec = replace(run.spec, jobs=tuple(jobs))
+
+
 @click.command("report", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @source_options
@@ -62,10 +79,8 @@ def report_command(run: Run, **_: object) -> None:
     The logs are read once for every section; each section names the command that shows
     more. Exit 0 when a report was made, 1 when no event matched, 2 on an error.
     """
-    from hvdlog.query.es import ElasticsearchSource
-
-    if not run.spec.jobs and any(isinstance(source, ElasticsearchSource) for source in run.sources):
-        fail("over Elasticsearch, name the job: --job J (`hvdlog jobs --es URL` lists them)")
+    if not run.spec.jobs:
+        _only_job_over_elasticsearch(run)
     facts, kept = collect(run.documents())
     timelines = timeline_analyses(run)
     reports = report(facts, kept, timelines, culprits, run.spec, autotune=autotune_results(run.file_paths()),

@@ -4,7 +4,10 @@
 or a try of the ``--es`` commands without Docker. Each document goes to
 ``logs-<event.dataset>-<namespace>`` with ``data_stream.*`` set as the Logstash output sets
 them (``data_stream_sync_fields``); a document without a time gets the import time, as an
-untimed line gets Filebeat's read time on the Logstash path.
+untimed line gets Filebeat's read time on the Logstash path, marked ``hvdlog.untimed`` so the
+readers see it untimed, as over the files. A console's lines name no job:
+each document gets the one the readers over files give it (:func:`hvdlog.layout.console_job`),
+so ``jobs --es`` lists it and ``report --es`` finds it.
 
 Importing twice adds nothing: the ``_id`` is a digest of the document as parsed (its file
 path and the import time left out, so the same files under another path are the same
@@ -24,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from hvdlog.documents import job_of, read_time
 from hvdlog.elastic import templates
 from hvdlog.types import Document
 
@@ -86,9 +90,9 @@ def actions(documents: Iterable[Document], namespace: str, now: str | None = Non
         occurrence = seen.get(base, 0)
         seen[base] = occurrence + 1
         dataset = str(doc.get("event", {}).get("dataset") or "horovod.launcher")
-        source = {**doc, "data_stream": {"type": "logs", "dataset": dataset, "namespace": namespace}}
-        if "@timestamp" not in source:
-            source["@timestamp"] = stamp
+        source = {**read_time(doc, stamp), "data_stream": {"type": "logs", "dataset": dataset, "namespace": namespace}}
+        if not doc.get("job") and (job := job_of(doc)) is not None:
+            source["job"] = job  # a console's job, named as over files (not in the id: the same lines under another path are the same events)
         yield {
             "_op_type": "create",
             "_index": templates.data_stream_name(dataset, namespace),

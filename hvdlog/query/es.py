@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import orjson
 
-from hvdlog.documents import Document, sort_key
+from hvdlog.documents import Document, as_read, sort_key
 from hvdlog.elastic.connection import Credentials, ElasticsearchError, connect, errors, mask_credentials
 from hvdlog.query.es_query import SORT, to_query
 from hvdlog.query.scope import ReadScope
@@ -343,12 +343,12 @@ class ElasticsearchSource:
         if last is None:
             for hits in self._pages(query):
                 for hit in hits:
-                    if spec.matches(hit["_source"]):
-                        yield hit["_source"]
+                    if spec.matches(doc := as_read(hit["_source"])):
+                        yield doc
             return
         newest: list[Document] = []
         for hits in self._pages(query, newest_first=True, first=last):
-            newest.extend(hit["_source"] for hit in hits if spec.matches(hit["_source"]))
+            newest.extend(doc for hit in hits if spec.matches(doc := as_read(hit["_source"])))
             if len(newest) >= last:
                 break
         yield from sorted(reversed(newest[:last]), key=sort_key)  # noqa: C414 - reversed first: ties keep index order, as ascending
@@ -378,8 +378,8 @@ class ElasticsearchSource:
                         continue
                     seen[hit["_id"]] = hit["sort"][0]
                     edge = max(edge, hit["sort"][0])
-                    if spec.matches(hit["_source"]):
-                        yield hit["_source"]
+                    if spec.matches(doc := as_read(hit["_source"])):
+                        yield doc
             seen = {key: at for key, at in seen.items() if at >= edge - lag_ms}
             time.sleep(interval)
 

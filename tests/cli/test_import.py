@@ -72,6 +72,8 @@ class TestImport:
         for hit in hits:
             source = dict(hit["_source"])
             stream = source.pop("data_stream")
+            if path != ELASTIC_JOB:  # a console names no job: import stores the one the readers over files give it
+                assert source.pop("job") == str(path / "console.log"), source
             assert stream == {"type": "logs", "dataset": source["event"]["dataset"], "namespace": namespace}
             assert hit["_index"].startswith(f".ds-logs-{source['event']['dataset']}-{namespace}-")
             stored.append(json.dumps(source, sort_keys=True))
@@ -93,7 +95,7 @@ class TestImport:
     @pytest.mark.parametrize(("namespace", "path", "command"), [
         ("importcrash", CRASH, ["first-failure"]), ("importstall", STALL, ["stalls"]), ("importstall", STALL, ["first-failure"])])
     def test_consoles_answer_as_from_files(self, es_url: str, imported: dict[str, Any], namespace: str, path: Path, command: list[str]) -> None:
-        """(A console names no job: over files jobs/report call it after its directory, over --es it has no name.)"""
+        """(A console names no job: every reader, and import, names it after its file.)"""
         self._same(es_url, namespace, path, command)
 
     def test_jobs_lists_the_same_job(self, es_url: str, imported: dict[str, Any]) -> None:
@@ -118,23 +120,28 @@ class TestImport:
         assert runs[0].returncode == runs[1].returncode and runs[0].stdout == runs[1].stdout, [run.stderr for run in runs]
         assert all("no stall in 2 ranks" in run.stderr for run in runs), [run.stderr for run in runs]
 
-    @pytest.mark.xfail(strict=True, reason="a console's documents carry no `job`; `report --es` needs --job J and refuses"
-                       " without one, so the console has no report over --es (over files it is named after its file)")
     def test_crash_console_report_as_from_files(self, es_url: str, imported: dict[str, Any]) -> None:
-        """The crash console's report: the same ranks, times, status, verdict and first failure; only the job's
-        name differs (a console names none: over files it is the file, over --es it has none)."""
+        """The crash console's report, --es without --job (the index holds one job): the same job, ranks,
+        times, status, verdict and first failure as over the files."""
         files, elastic = (self._json("report", "--tz", "UTC", *w) for w in crash_sources(es_url))
         for answer in (*files, *elastic):
-            answer.pop("job")
-            answer.pop("more", None)
+            answer.pop("more", None)  # the follow-up commands name their source
+        for on_files, on_es in zip(files, elastic, strict=False):
+            _untimed_alike(on_files, on_es)
         assert files and files == elastic
+        assert files[0]["job"] == str(CRASH / "console.log")
 
-    @pytest.mark.xfail(strict=True, reason="a console's documents carry no `job`, so `jobs --es` (an aggregation by job) lists nothing,"
-                       " while `jobs` over files names the job after its directory")
+    def test_report_over_several_jobs_asks_for_one(self, es_url: str, imported: dict[str, Any]) -> None:
+        """Over an index that holds several jobs, `report --es` without --job says so in one sentence (exit 2)."""
+        run = hvdlog("report", "--es", es_url, "--index", "logs-horovod.*-import*")
+        assert run.returncode == 2, run.stderr
+        assert run.stderr.strip() == ("hvdlog: error: over Elasticsearch, the documents name several jobs: "
+                                      "name one with --job J (`hvdlog jobs --es URL` lists them)")
+
     def test_crash_console_jobs_as_from_files(self, es_url: str, imported: dict[str, Any]) -> None:
-        """The crash console in `jobs`: one row from both sources, with the same ranks, times, status and verdict."""
+        """The crash console in `jobs`: one row from both sources, with the same name, ranks, times, status and verdict."""
         files, elastic = (self._json("jobs", *w) for w in crash_sources(es_url))
-        keys = ("ranks", "hosts", "first", "last", "status", "verdict")
+        keys = ("job", "ranks", "hosts", "first", "last", "status", "verdict")
         assert len(files) == len(elastic) == 1
         assert {key: files[0][key] for key in keys} == {key: elastic[0][key] for key in keys}
 

@@ -105,10 +105,11 @@ class TestReport:
         assert hvdlog("report", str(root)).exit_code == 0
         assert len(calls) == 1
 
-    def test_elasticsearch_needs_a_job(self) -> None:
-        """Over Elasticsearch a report without --job would read the whole cluster: one sentence, exit 2."""
+    def test_elasticsearch_unreachable(self) -> None:
+        """Over Elasticsearch without --job the server is asked which job the documents name: unreachable, one sentence, exit 2.
+        (One job: it is reported; several: --job is asked for; tests/cli/test_import.py, on real servers.)"""
         result = hvdlog("report", "--es", "http://127.0.0.1:9")
-        assert result.exit_code == 2 and "name the job: --job J" in result.stderr
+        assert result.exit_code == 2 and "cannot reach Elasticsearch at http://127.0.0.1:9" in result.stderr
 
     def test_nothing_to_report_exits_1(self, root: Path) -> None:
         result = hvdlog("report", "--job", "nosuchjob", str(root))
@@ -383,6 +384,6 @@ def test_jobs_reads_a_consoles_ranks_and_times() -> None:
     console = REPO / "tests" / "corpus" / "realworld" / "mpich-hydra-traceback"
     rows = [json.loads(line) for line in hvdlog("jobs", "--json", str(console)).output.splitlines()]
     report = json.loads(hvdlog("report", "--json", "--tz", "UTC", str(console)).output)
-    assert [row["job"] for row in rows] == [console.name]
+    assert [row["job"] for row in rows] == [report["job"]] == [str(console / "console.log")]  # one name: the file's
     assert rows[0]["ranks"] == report["ranks"] == [0, 1]
     assert (rows[0]["first"], rows[0]["last"]) == (report["first"], report["last"]) == ("2021-06-07T11:51:50.120Z", "2021-06-07T11:51:58.044Z")
