@@ -3,11 +3,13 @@
 Logstash loads ``hvdlog/parse/assets/patterns/horovod`` through ``patterns_dir``; ``hvdlog parse``
 loads the same file and expands ``%{NAME:[field][path]:type}`` references into named
 groups, so a pattern changes in one place. The file keeps to a subset that translates
-cleanly (see its header); anything else fails here with the pattern's name.
+cleanly (see its header); anything else fails here with the pattern's name. Each definition
+carries its own samples and near-misses as comments above it (:func:`load_samples`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -21,10 +23,12 @@ __all__ = [
     "Capture",
     "CompiledPattern",
     "PatternError",
+    "PatternSamples",
     "any_of",
     "compile_pattern",
     "field_path",
     "load_definitions",
+    "load_samples",
 ]
 
 #: The pattern file, shipped inside the package (Logstash mounts the same folder);
@@ -36,6 +40,7 @@ _DEFINITION: Final = re.compile(r"^\s*(?P<name>[A-Za-z0-9_]+)\s+(?P<pattern>.*\S
 _FIELD_REF: Final = re.compile(r"\[([^\[\]]+)\]")
 _CONVERT: Final[dict[str | None, Callable[[str], Any]]] = {None: str, "int": int, "float": float}
 _NAMED: Final = re.compile(r"\(\?P<\w+>")
+_EXAMPLE: Final = re.compile(r"^#(?P<kind>[+-])(?: (?P<text>.*))?$")
 
 
 class PatternError(ValueError):
@@ -127,6 +132,56 @@ def load_definitions(path: Path = PATTERN_FILE) -> dict[str, str]:
             raise PatternError(f"{path}:{number}: expected `NAME pattern`, got {line!r}")
         definitions[found["name"]] = found["pattern"]
     return definitions
+
+
+@dataclass(frozen=True, slots=True)
+class PatternSamples:
+    """A definition's own examples: texts it must match (``#+``) and near-misses it must not (``#-``)."""
+
+    samples: tuple[str, ...] = ()
+    misses: tuple[str, ...] = ()
+
+
+def load_samples(path: Path = PATTERN_FILE) -> dict[str, PatternSamples]:
+    """``NAME -> its samples`` for every definition of a grok pattern file (none: empty).
+
+    The examples are comment lines right above their definition, so grok (which skips every
+    line starting with ``#``) reads the file unchanged: ``#+ "text"`` must match, ``#- "text"``
+    must not, each text one JSON string (escapes for tabs, colour codes, line breaks)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise PatternError(f"cannot read the grok pattern file {path}: {error.strerror}; set HVDLOG_PATTERNS") from error
+    found: dict[str, PatternSamples] = {}
+    pending: dict[str, list[str]] = {"+": [], "-": []}
+    first = 0  # the line of the first pending example
+    for number, line in enumerate(lines, 1):
+        if line.startswith(("#+", "#-")):
+            example = _EXAMPLE.match(line)
+            text = _json_string(example["text"]) if example and example["text"] is not None else None
+            if example is None or text is None:
+                raise PatternError(f"{path}:{number}: a sample line is `#+ \"text\"` or `#- \"text\"` (one JSON string), got {line!r}")
+            first = first or number
+            pending[example["kind"]].append(text)
+            continue
+        definition = None if line.lstrip().startswith("#") else _DEFINITION.match(line)
+        if any(pending.values()) and definition is None:
+            raise PatternError(f"{path}:{first}: samples must sit right above the definition they belong to, not above line {number}")
+        if definition is not None:
+            found[definition["name"]] = PatternSamples(tuple(pending["+"]), tuple(pending["-"]))
+            pending, first = {"+": [], "-": []}, 0
+    if any(pending.values()):
+        raise PatternError(f"{path}:{first}: samples at the end of the file belong to no definition")
+    return found
+
+
+def _json_string(text: str) -> str | None:
+    """``text`` read as one JSON string (None when it is not one)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 @cache
