@@ -51,9 +51,9 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
          ("documents",)),
         ("openmpi-not-enough-slots-box", "B04", "Open MPI's slots box is read as info",
          ("documents", "first_failure", "grep_error")),
-        ("gloo-unbound-buffer-timeout", "F31", "Gloo's `[file:line] Timed out waiting` is an error now, but a receive "
-         "timeout is a consequence: with no peer's death before it, first-failure says rank 0's own output does not say "
-         "why (hvdlog/analyses/failures.py)", ("first_failure",)),
+        ("gloo-unbound-buffer-timeout", "F31", ("Gloo's `Timed out waiting` is an error, but a receive timeout is a "
+         "consequence: with no peer death before it, rank 0's output 'does not say why' (hvdlog/analyses/failures.py)"),
+         ("first_failure",)),
         ("nccl-warn-chain-then-silence", "F21", "an NCCL WARN chain with no exception after it is no failure",
          ("first_failure",)),
         ("tf2-root-errors-wrapped-header", "F14", "`N root error(s) found.` without an exception type is info",
