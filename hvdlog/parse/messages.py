@@ -40,7 +40,7 @@ class Message:
     #: A field the line's source must not give (``lacks: rank``: a launcher's line read in a rank's own
     #: file or behind its tag is that rank's print, never the launcher's verdict about another rank).
     lacks: str | None = None
-    #: The safety net (the last row): a line no other row knows, with the shape of a failure.
+    #: The safety net (the last rows): a line no other row knows, with the shape of a crash report or a failure.
     net: bool = False
 
     def fields_of(self, line: str, base: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
@@ -111,7 +111,7 @@ def load_messages(path: Path = MESSAGES_FILE) -> tuple[Message, ...]:
 def recognise(line: str, base: Mapping[str, Any] | None = None, *, net: bool = True) -> dict[str, Any] | None:
     """The fields of the first table row ``line`` matches, or None (``base``: what the line's
     file and launcher tag say, for rows that apply only where it lacks a field; ``net=False``: the
-    safety net's row aside, for repairs that ask whether a line is a message the table knows)."""
+    safety net's rows aside, for repairs that ask whether a line is a message the table knows)."""
     for message in load_messages():
         if message.net and not net:
             continue

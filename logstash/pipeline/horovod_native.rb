@@ -72,7 +72,7 @@ def register(params)
   end.freeze
   # Every line shape a block or a message begins with, as one regex (hvdlog/parse/prefixes.py
   # `_starts`): what an untagged event's first line must show behind a prefix no list names.
-  # the safety net's row (net: true) matches any failure-shaped line: it says nothing of where a line starts
+  # the safety net's rows (net: true) match any failure-shaped line: it says nothing of where a line starts
   known_rows = @messages.reject { |row| row[5] }
   @known_start = Regexp.union(@core_line.regex, *known_rows.map { |row| row[0].regex }, *known_openers)
   @stall_ops_line = compile("HOROVOD_STALL_OPS_LINE")

@@ -63,6 +63,45 @@ def test_a_benign_line_stays_quiet(line: str, level: str) -> None:
     assert get_field(_one(line), "log.level") == level
 
 
+@pytest.mark.parametrize(("line", "level"), [
+    # a process's own crash report, in formats no row knows: critical (the process dies with it)
+    ("[node17:21904:0:21977] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x18)", "critical"),
+    ("worker 3 received signal SIGBUS, exiting", "critical"),
+    ("*** Error in `python': double free or corruption (fasttop): 0x00007f3a5c01d2e0 ***", "critical"),
+    ("*** stack smashing detected ***: terminated", "critical"),
+    ("free(): invalid next size (normal)", "critical"),
+    ("corrupted size vs. prev_size", "critical"),
+    # failure-shaped, but not a crash: error
+    ("[node17:21904:0:21977] Caught signal 15 (Terminated)", "error"),
+    ("*** End of error message ***", "error"),
+    ("THCudaCheck FAIL file=/opt/pytorch/aten/src/THC/THCGeneral.cpp line=383 error=8 : invalid device function", "error"),
+    ("[/tmp/pip-build/third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection timed out", "error"),
+    # near-misses: a count, a setting, a word inside another
+    ("tests: 12 PASS, FAIL: 0", "info"),
+    ("the gloo timeout is 30 s", "info"),
+    ("FAILOVER node ready", "info"),
+    ("WARNING: caught signal 11 in a child process, ignored", "info"),  # it calls itself a warning: no failure
+    # Open MPI's single-copy read refused (a container without SYS_PTRACE): the job goes on, slower
+    ("[5c1f0e9a2b7d:00351] Read -1, expected 321120, errno = 1", "warning"),
+])
+def test_the_level_a_shape_gives(line: str, level: str) -> None:
+    """The net's two shapes (a crash report: critical; any failure: error) and their near-misses."""
+    assert get_field(_one(line), "log.level") == level
+
+
+def test_an_unknown_crash_report_is_a_possible_failure() -> None:
+    """A crash report no row knows (UCX's handler) names its rank, critical, but never surer than `possible`."""
+    docs = _console("""
+[1,3]<stdout>:Epoch 1: step 40/500 loss 2.131
+[1,3]<stderr>:[node17:21904:0:21977] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x18)
+[1,0]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks
+""")
+    (report,) = first_failure(docs)
+    assert report.blamed_ranks == [3]
+    assert report.cause.startswith("a failure in a format hvdlog does not know: rank 3: ")
+    assert report.confidence == "possible"
+
+
 def test_an_unknown_format_is_reported_as_a_possible_failure() -> None:
     """A job whose only failure is in a format no rule knows: first-failure names it, `possible`."""
     docs = _console("""
