@@ -14,6 +14,10 @@ __all__ = ["cause_of", "describe", "noun", "reason_of"]
 
 _CHAIN: Final = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)", re.M)
 _EXCEPTION_LINE: Final = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)|[\w.]+::\w+): (.+)$", re.M)
+#: A Java stack trace inside an exception's message (py4j's Py4JJavaError carries the JVM's): where its frames
+#: begin (`\tat pkg.Class.method(File.java:12)`, `\t... 12 more`), and its `Caused by: ` lines (the last is the root).
+_JAVA_FRAME: Final = re.compile(r"^[ \t]+(?:at [\w$.<>]+\(|\.\.\. \d+ more$)", re.M)
+_JAVA_CAUSE: Final = re.compile(r"^Caused by: (.+)$", re.M)
 #: The words that make a rank's error a consequence (the table's patterns: one source).
 _CONSEQUENCE: Final = (compile_pattern("HVDLOG_EVIDENCE_PEER_LOSS"), compile_pattern("HVDLOG_EVIDENCE_SHUTDOWN"))
 _SIGNAL_WORDS: Final = {
@@ -39,6 +43,16 @@ def _root_exception(trace: str) -> str | None:
     return f"{match[1]}: {match[2]}" if match else None
 
 
+def _java_cause(message: str) -> tuple[str, str | None]:
+    """A message that carries a Java stack trace: the text before its frames, and its root cause (the last
+    `Caused by:`, Java's own convention), or (message, None) when it carries none."""
+    frame = _JAVA_FRAME.search(message)
+    if frame is None:
+        return message, None
+    causes = _JAVA_CAUSE.findall(message)
+    return message[: frame.start()], (causes[-1].strip() if causes else None)
+
+
 def _exception_text(item: Evidence) -> str | None:
     doc = item.doc
     error_type, message = get_field(doc, "error.type"), get_field(doc, "error.message")
@@ -48,8 +62,11 @@ def _exception_text(item: Evidence) -> str | None:
     # A message that goes on over lines (TensorFlow's node and cause lines) is all of it.
     if (at := trace.rfind(f"{error_type}:")) >= 0 and len(trace) - at > len(f"{error_type}: {message or ''}") + 1:
         message = trace[at + len(error_type) + 1 :]
-    text = f"{error_type}: {' '.join(str(message or '').split())}".rstrip(": ")
+    message, java_root = _java_cause(str(message or ""))
+    text = f"{error_type}: {' '.join(message.split())}".rstrip(": ")
     root = _root_exception(trace)
+    if java_root and java_root not in text:
+        text = f"{text} (caused by {java_root})"
     return f"{text} (raised while handling {root})" if root and root not in text else text
 
 

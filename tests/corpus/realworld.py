@@ -56,13 +56,7 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
          ("first_failure",)),
         ("nccl-warn-chain-then-silence", "F21", "an NCCL WARN chain with no exception after it is no failure",
          ("first_failure",)),
-        ("tf2-root-errors-wrapped-header", "F14", "`N root error(s) found.` without an exception type is info",
-         ("first_failure",)),
         ("openmpi-cuda-memcpy-box", "B07", "Open MPI's fatal CUDA box is info; the later abort is named, not the E line",
-         ("first_failure",)),
-        ("spark-estimator-py4j-java-stack", "F26", "the Java stack after Py4JJavaError is info; its `Caused by:` is not the cause",
-         ("first_failure", "grep_error")),
-        ("ray-and-app-logger-levels", "F25", "Ray's `WARNING ... --` and an application's `[ERROR]` record are info",
          ("first_failure",)),
     ) for aspect in aspects},
 }
