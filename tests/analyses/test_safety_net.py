@@ -189,3 +189,82 @@ the job to be terminated. The first process to do so was:
     (report,) = first_failure(docs)
     assert report.blamed_ranks == [1]
     assert report.stall is not None and report.stall["shutdown"] is False
+
+
+def _errors(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [doc for doc in docs if get_field(doc, "log.level") in ("error", "critical")]
+
+
+def test_tf_root_errors_without_their_type_are_read_by_their_entries() -> None:
+    """TensorFlow 2's `N root error(s) found.` behind an application's wrapper (no exception type) is one
+    block with its entries: when they are Horovod's shutdown, the rank is collateral, not a second failure."""
+    docs = _console("""
+[1]<stderr>:User function raise error: 2 root error(s) found.
+[1]<stderr>:  (0) Unknown: Horovod has been shut down. This was caused by an exception on one of the ranks.
+[1]<stderr>:\t [[{{node HorovodAllreduce_grads_0}}]]
+[1]<stderr>:  (1) Unknown: Horovod has been shut down. This was caused by an exception on one of the ranks.
+[1]<stderr>:0 successful operations.
+[1]<stderr>:0 derived errors ignored.
+[0]<stderr>:ValueError: the batch has 1 value, expected 2
+""")
+    (block, _) = _errors(docs)
+    assert block["message"].endswith("0 derived errors ignored.") and block["rank"] == 1
+    (report,) = first_failure(docs)
+    assert report.blamed_ranks == [0]
+    assert [item["rank"] for item in report.collateral] == [1] and report.other_errors == []
+
+
+def test_tf_root_errors_of_a_real_failure_stay_a_failure() -> None:
+    """The same block whose entry is a failure of its own (out of memory) is still the rank's failure: the
+    block is no consequence because of its header, and a format no rule knows says `possible`."""
+    docs = _console("""
+[0]<stdout>:step 10 loss 0.3
+[1]<stderr>:User function raise error: 1 root error(s) found.
+[1]<stderr>:  (0) Resource exhausted: OOM when allocating tensor with shape[4096,4096]
+[1]<stderr>:0 successful operations.
+""")
+    (block,) = _errors(docs)
+    assert "Resource exhausted" in block["message"]
+    (report,) = first_failure(docs)
+    assert report.blamed_ranks == [1] and report.confidence == "possible"
+
+
+_PY4J = """
+Traceback (most recent call last):
+  File "train_spark.py", line 40, in <module>
+    model = estimator.fit(df)
+py4j.protocol.Py4JJavaError: An error occurred while calling o88.fit.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 4.0 failed 4 times
+\tat org.apache.spark.scheduler.DAGScheduler.abortStage(DAGScheduler.scala:1877)
+\tat org.apache.spark.rdd.RDD.collect(RDD.scala:990)
+Caused by: org.apache.spark.api.python.PythonException: the worker's task failed
+\tat org.apache.spark.api.python.BasePythonRunner.read(PythonRunner.scala:452)
+Caused by: java.io.FileNotFoundException: /tmp/intermediate/part-00003.parquet (No such file or directory)
+\t... 3 more
+"""
+
+
+def test_a_java_stack_after_py4j_is_one_error_and_its_root_cause_is_named() -> None:
+    """py4j prints the JVM's stack after its own exception line: one error document, and the cause names
+    the last `Caused by:` (Java's root cause), not the frames."""
+    docs = _console(_PY4J)
+    (error,) = _errors(docs)
+    assert error["message"].splitlines()[-1] == "\t... 3 more"
+    (report,) = first_failure(docs)
+    assert report.cause.endswith("(caused by java.io.FileNotFoundException: /tmp/intermediate/part-00003.parquet (No such file or directory))")
+    assert "DAGScheduler.scala" not in report.cause and "Task 0 in stage 4.0 failed 4 times" in report.cause
+
+
+def test_rays_actor_died_error_follows_from_the_workers_own_error() -> None:
+    """Ray's driver raises RayActorError when a worker (an actor) died: the driver's reaction, so the
+    worker's earlier error record is the first failure; the driver's error alone names nobody."""
+    driver = """
+Traceback (most recent call last):
+  File "train_ray.py", line 12, in <module>
+    executor.run(train)
+ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.
+"""
+    (report,) = first_failure(_console("(pid=811) 2021-02-25 08:46:29,870 [ERROR] no shard left to read\n" + driver))
+    assert "no shard left to read" in report.cause and report.confidence == "possible"
+    (alone,) = first_failure(_console(driver))
+    assert alone.culprit is None and alone.confidence == "unknown"
