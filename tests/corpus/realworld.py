@@ -54,8 +54,9 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         ("gloo-unbound-buffer-timeout", "F31", ("Gloo's `Timed out waiting` is an error, but a receive timeout is a "
          "consequence: with no peer death before it, rank 0's output 'does not say why' (hvdlog/analyses/failures.py)"),
          ("first_failure",)),
-        ("nccl-warn-chain-then-silence", "F21", "an NCCL WARN chain with no exception after it is no failure",
-         ("first_failure",)),
+        ("nccl-warn-chain-then-silence", "F21", ("an NCCL WARN chain with no exception after it is no failure (a chain is "
+         "fatal only when NCCL did not go on after it: the IB-to-socket fallback of horovod.launcher/nccl-debug-rank0-stdout.log "
+         "has one; the failure model does not see a rank's last output)"), ("first_failure",)),
         ("openmpi-cuda-memcpy-box", "B07", "Open MPI's fatal CUDA box is info; the later abort is named, not the E line",
          ("first_failure",)),
     ) for aspect in aspects},
