@@ -15,8 +15,9 @@ __all__ = ["cause_of", "describe", "noun", "reason_of"]
 _CHAIN: Final = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)", re.M)
 _EXCEPTION_LINE: Final = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)|[\w.]+::\w+): (.+)$", re.M)
 #: A Java stack trace inside an exception's message (py4j's Py4JJavaError carries the JVM's): where its frames
-#: begin (`\tat pkg.Class.method(File.java:12)`, `\t... 12 more`), and its `Caused by: ` lines (the last is the root).
-_JAVA_FRAME: Final = re.compile(r"^[ \t]+(?:at [\w$.<>]+\(|\.\.\. \d+ more$)", re.M)
+#: begin (`\tat pkg.Class.method(File.java:12)`, Java 9's `\tat java.base/pkg.Class.method(...)`, `\t... 12 more`),
+#: and its `Caused by: ` lines (the last is the root).
+_JAVA_FRAME: Final = re.compile(r"^[ \t]+(?:at [\w$.<>/@-]+\(|\.\.\. \d+ more$)", re.M)
 _JAVA_CAUSE: Final = re.compile(r"^Caused by: (.+)$", re.M)
 #: The words that make a rank's error a consequence (the table's patterns: one source).
 _CONSEQUENCE: Final = (compile_pattern("HVDLOG_EVIDENCE_PEER_LOSS"), compile_pattern("HVDLOG_EVIDENCE_SHUTDOWN"))

@@ -235,6 +235,7 @@ Traceback (most recent call last):
     model = estimator.fit(df)
 py4j.protocol.Py4JJavaError: An error occurred while calling o88.fit.
 : org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 4.0 failed 4 times
+\tat java.base/java.io.FileOutputStream.writeBytes(Native Method)
 \tat org.apache.spark.scheduler.DAGScheduler.abortStage(DAGScheduler.scala:1877)
 \tat org.apache.spark.rdd.RDD.collect(RDD.scala:990)
 Caused by: org.apache.spark.api.python.PythonException: the worker's task failed
@@ -252,7 +253,7 @@ def test_a_java_stack_after_py4j_is_one_error_and_its_root_cause_is_named() -> N
     assert error["message"].splitlines()[-1] == "\t... 3 more"
     (report,) = first_failure(docs)
     assert report.cause.endswith("(caused by java.io.FileNotFoundException: /tmp/intermediate/part-00003.parquet (No such file or directory))")
-    assert "DAGScheduler.scala" not in report.cause and "Task 0 in stage 4.0 failed 4 times" in report.cause
+    assert "FileOutputStream" not in report.cause and "Task 0 in stage 4.0 failed 4 times" in report.cause
 
 
 def test_rays_actor_died_error_follows_from_the_workers_own_error() -> None:
