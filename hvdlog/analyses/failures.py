@@ -137,7 +137,12 @@ class _Rank:
             return "collateral", first
         # the rank's opening faults (an `ERROR:` line, then its exception): the strongest says why
         leading = list(itertools.takewhile(lambda item: item.meaning == "fault", items))
-        return "candidate", max(leading, key=lambda item: (item.strength, -item.order))
+        why = max(leading, key=lambda item: (item.strength, -item.order))
+        before = [item for item in leading if item.order < why.order]
+        if why.signal == "SIGABRT" and why.own and before:
+            # an abort is how a process ends itself on an error it found: its own errors before it say why
+            why = max(before, key=lambda item: (item.strength, -item.order))
+        return "candidate", why
 
     def strength(self) -> int:
         return max((item.strength for item in self.relevant() if item.meaning == "fault"), default=0)

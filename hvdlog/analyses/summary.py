@@ -1,4 +1,4 @@
-"""One-line summaries of documents whose message spans lines (tracebacks, stall blocks)."""
+"""One-line summaries of documents whose message spans lines (tracebacks, stall blocks, boxes)."""
 
 from __future__ import annotations
 
@@ -16,4 +16,8 @@ def one_line(doc: Document) -> str:
         head = lines[0] if len(lines) == 1 else ""
         text = f"{error_type}: {get_field(doc, 'error.message') or ''}"
         return f"{head} [{text}]" if head else text
-    return lines[0] if len(lines) == 1 else f"{lines[0]} [+{len(lines) - 1} lines]"
+    if len(lines) == 1:
+        return lines[0]
+    # a box's rule line (Open MPI's dashes, Hydra's `=`) says nothing: its first line with words does
+    head = next((line for line in lines if any(char.isalnum() for char in line)), lines[0])
+    return f"{head} [+{len(lines) - 1} lines]"

@@ -16,11 +16,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Final
 
-from hvdlog.fields import LAUNCHER_DATASET
+from hvdlog.fields import LAUNCHER_DATASET, LEVELS
 from hvdlog.parse.families import kept
 from hvdlog.parse.patterns import CompiledPattern, PatternError, compile_pattern
 
-__all__ = ["LEVELS_MAP", "MESSAGES_FILE", "Message", "level_words", "load_messages", "read_table", "recognise", "signal_names"]
+__all__ = ["LEVELS_MAP", "MESSAGES_FILE", "Message", "box_fields", "level_words", "load_messages", "read_table", "recognise", "signal_names"]
 
 #: The table, shipped inside the package; ``HVDLOG_MESSAGES`` points elsewhere.
 MESSAGES_FILE: Final = Path(os.environ.get("HVDLOG_MESSAGES") or Path(__file__).resolve().parent / "assets" / "messages.json")
@@ -28,6 +28,8 @@ DEFAULT_DATASET: Final = LAUNCHER_DATASET
 _METADATA: Final = "@metadata."
 #: A field spec's ``map`` that names the table's one map of level words instead of a map of its own.
 LEVELS_MAP: Final = "levels"
+#: Levels in increasing severity, to pick a box's most severe line.
+_SEVERITY: Final = LEVELS
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +121,19 @@ def recognise(line: str, base: Mapping[str, Any] | None = None, *, net: bool = T
         if fields is not None:
             return fields
     return None
+
+
+def box_fields(lines: list[str], base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A framed box's fields (Open MPI's help box, one document): those the table gives its most
+    severe line (the first among equals; info when no line has a row), its message the whole box.
+    A box's verdict is in one of its lines, which a Filebeat event may also carry alone: read
+    line by line, both paths give the box's failure the level its line gives."""
+    best: dict[str, Any] | None = None
+    for line in lines:
+        found = recognise(line, base)
+        if found is not None and (best is None or _SEVERITY.index(found["log.level"]) > _SEVERITY.index(best["log.level"])):
+            best = found
+    return {**(best or {"log.level": "info", "event.dataset": LAUNCHER_DATASET}), "message": "\n".join(lines)}
 
 
 #: The row whose event.reason map names signal numbers (mpirun's `exited on signal N`).

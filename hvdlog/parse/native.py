@@ -22,7 +22,7 @@ from hvdlog.parse.blocks import Opener, bound, grammar
 from hvdlog.parse.evidence_rules import classify
 from hvdlog.parse.jsonl import nest
 from hvdlog.parse.line_times import LineTimes
-from hvdlog.parse.messages import level_words, recognise, signal_names
+from hvdlog.parse.messages import box_fields, level_words, recognise, signal_names
 from hvdlog.parse.patterns import CompiledPattern, compile_pattern
 from hvdlog.parse.stalls import StallBlock, is_cut_header, stall_header_seconds, stall_op_fields
 from hvdlog.parse.timestamps import TimeConverter
@@ -50,6 +50,8 @@ _BROKEN: Final = compile_pattern("HOROVOD_BROKEN_LINE").regex
 #: Horovod's level letters -> log.level: the message table's one map of level words
 _LEVELS: Final = level_words()
 _GRAMMAR: Final = grammar()
+#: The states of an Open MPI box (blocks.json `openmpi_box`): open, and closed by its second rule line.
+_BOX_STATES: Final = frozenset({"box", "box_closed"})
 _QUIET_LETTERS: Final = frozenset("TD")
 _NOTHING: Final[list[Document]] = []  # returned by feed() when a line completes nothing; never mutated
 
@@ -246,13 +248,17 @@ class NativeParser:
 
     def _flush(self, stream: _Stream) -> Document:
         kind = stream.kind
-        if kind == "code":  # no frame followed: the line alone, as _start reads it, at its own time
-            self._held = None
+        if kind == "code" or (kind in _BOX_STATES and len(stream.lines) == 1):
+            # no frame followed, or a rule line is alone (no box): the line, as _start reads it, at its own time
+            if kind == "code":
+                self._held = None
             line = stream.lines[0]
             stream.kind, stream.lines = None, []
             return self._single(stream, line, stream.started)
         fields = stream.fields
-        if kind == "stall":
+        if kind in _BOX_STATES:  # Open MPI's help box: the fields its most severe line has, the whole box its message
+            fields.update(box_fields(stream.lines, stream.base))
+        elif kind == "stall":
             fields.update(stream.stall.fields(self.size))  # type: ignore[union-attr]
         else:
             fields["message"] = "\n".join(stream.lines)

@@ -47,10 +47,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     # "Cases to add"): the shapes a safety net for unknown failure lines has to catch (what the net
     # catches is no longer listed).
     **{(case, aspect): f"FORMATS.md {family}: {why}" for case, family, why, aspects in (
-        ("orte-daemon-bash-not-found", "B03", "ORTE's daemon start-up failure is read as info",
-         ("documents",)),
-        ("openmpi-not-enough-slots-box", "B04", "Open MPI's slots box is read as info",
-         ("documents", "first_failure", "grep_error")),
         ("gloo-unbound-buffer-timeout", "F31", ("Gloo's `Timed out waiting` is an error, but a receive timeout is a "
          "consequence: with no peer death before it, rank 0's output 'does not say why' (hvdlog/analyses/failures.py)"),
          ("first_failure",)),
