@@ -80,6 +80,7 @@ def register(params)
   @signal_names = @messages.find { |row| row[3] == "HOROVOD_MPIRUN_SIGNAL" }[2].fetch("event.reason").fetch("map")
   @evidence = load_evidence(params.fetch("messages_file"))
   @hydra_rank = compile("HOROVOD_HYDRA_RANK")
+  @box_rule = compile("HOROVOD_OPENMPI_BOX_RULE")
   @hydra_end = compile("HOROVOD_HYDRA_END")
   setting = params.fetch("chatter", "keep").to_s
   @chatter_every = case setting

@@ -156,6 +156,9 @@ def launcher_event(event, lines)
     event.set("[error][message]", what["[error][message]"]) if what
     event.set("[log][level]", "critical")
     classify(event, :terminate)
+  elsif lines.length > 1 && match(@box_rule, first)
+    # Open MPI's (ORTE's, PRRTE's) help box: the fields its most severe line has, the whole box its message
+    box(event, lines)
   elsif (known = recognise(first, event))
     known.each { |field, value| event.set(field, value) }
     event.set("[message]", lines.join("\n"))
@@ -166,6 +169,21 @@ def launcher_event(event, lines)
     event.tag("_hvdlog_parse_failure") if match(@broken, first)
   end
   [event]
+end
+
+# Levels in increasing severity (hvdlog/fields.py LEVELS), to pick a box's most severe line.
+SEVERITY = %w[trace debug info warning error critical].freeze
+
+# A framed box (blocks.json `openmpi_box`), as hvdlog/parse/messages.py `box_fields` reads it: the
+# message table's fields of its most severe line (the first among equals; info when none has a row).
+def box(event, lines)
+  best = nil
+  lines.each do |line|
+    found = recognise(line, event)
+    best = found if found && (best.nil? || SEVERITY.index(found["[log][level]"]) > SEVERITY.index(best["[log][level]"]))
+  end
+  (best || {}).each { |field, value| event.set(field, value) }
+  event.set("[message]", lines.join("\n"))
 end
 
 def chatter(event, message)
