@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -18,7 +18,7 @@ from hvdlog.layout import console_job
 from hvdlog.types import Document
 
 __all__ = [
-    "UNTIMED", "Document", "as_read", "expand", "flatten", "floor_millis", "get_field", "job_of", "read_time", "set_field", "sort_key",
+    "UNTIMED", "Document", "as_read", "expand", "flatten", "floor_millis", "get_field", "in_place", "job_of", "read_time", "set_field", "sort_key",
     "timestamp_millis",
 ]
 
@@ -179,6 +179,10 @@ def job_of(doc: Mapping[str, Any]) -> str | None:
     return console_job(path) if isinstance(path, str) else None
 
 
+#: The sort key of every document without a time.
+_NO_TIME_KEY: Final = (-(2**62), -1)
+
+
 def sort_key(doc: Mapping[str, Any]) -> tuple[int, int]:
     """The order every source yields: ``@timestamp`` (ms), then ``rank``; untimed documents first.
 
@@ -189,6 +193,25 @@ def sort_key(doc: Mapping[str, Any]) -> tuple[int, int]:
     """
     millis = timestamp_millis(doc.get("@timestamp"))
     if millis is None:
-        return (-(2**62), -1)
+        return _NO_TIME_KEY
     rank = doc.get("rank")
     return (millis, rank if isinstance(rank, int) else -1)
+
+
+def in_place(docs: Iterable[Mapping[str, Any]]) -> list[Any]:
+    """``docs`` sorted by :func:`sort_key`, but a document without a time of its own right after the
+    timed one read before it in the same file: its position is its only order (a TensorFlow line's
+    time must not put the untimed Open MPI box printed after it first). Untimed documents before any
+    timed one of their file keep the untimed key; the sort is stable."""
+    last: dict[Any, tuple[int, int]] = {}
+    keyed = []
+    for index, doc in enumerate(docs):
+        key = sort_key(doc)
+        path = get_field(doc, "log.file.path")
+        if key == _NO_TIME_KEY:
+            key = last.get(path, key)
+        else:
+            last[path] = key
+        keyed.append((key, index, doc))
+    keyed.sort(key=lambda item: (item[0], item[1]))
+    return [doc for _, _, doc in keyed]

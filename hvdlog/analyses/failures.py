@@ -42,7 +42,7 @@ from hvdlog.analyses.fingerprint import fingerprint_of
 from hvdlog.analyses.resets import epoch_of, lost_ranks, recovery_filter, recovery_of
 from hvdlog.analyses.stalls import names_in, ranks_in
 from hvdlog.analyses.summary import one_line
-from hvdlog.documents import Document, get_field, job_of, sort_key
+from hvdlog.documents import Document, get_field, in_place, job_of
 from hvdlog.query.echoes import drop_echoes
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter, format_ranks
 
@@ -449,7 +449,7 @@ def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[
     say it, or it is unknown. The native echo of an uncaught exception counts once (echoes).
     """
     by_job: dict[Any, list[Document]] = {}
-    for doc in drop_echoes(sorted(docs, key=sort_key)):
+    for doc in drop_echoes(in_place(docs)):
         by_job.setdefault(job_of(doc), []).append(doc)
     reports = []
     for job, job_docs in by_job.items():

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from hvdlog.documents import Document, sort_key
+from hvdlog.documents import Document, in_place, sort_key
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import is_launcher_log, path_rank, walk, without_launcher_copies
 from hvdlog.parse import LineStream, parse_lines
@@ -196,9 +196,7 @@ class FileSource:
         """Every match (or the ``last`` N), sorted by time then rank."""
         files = self._files(spec)
         with _no_cycle_collection():
-            # (key, input index, doc): the unique index keeps the sort stable and never compares documents.
-            keyed = sorted((sort_key(doc), index, doc) for index, doc in enumerate(self._matches(files, spec)))
-        docs = [doc for _, _, doc in keyed]
+            docs = in_place(self._matches(files, spec))
         if any(is_launcher_log(str(path)) for path in files):  # hvdlog run's console among them: read its copies once
             docs = drop_launcher_copies(docs)
         yield from docs[max(len(docs) - last, 0) :] if last is not None else docs

@@ -53,8 +53,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         ("nccl-warn-chain-then-silence", "F21", ("an NCCL WARN chain with no exception after it is no failure (a chain is "
          "fatal only when NCCL did not go on after it: the IB-to-socket fallback of horovod.launcher/nccl-debug-rank0-stdout.log "
          "has one; the failure model does not see a rank's last output)"), ("first_failure",)),
-        ("openmpi-cuda-memcpy-box", "B07", "Open MPI's fatal CUDA box is info; the later abort is named, not the E line",
-         ("first_failure",)),
     ) for aspect in aspects},
 }
 
