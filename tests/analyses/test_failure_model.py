@@ -240,3 +240,33 @@ def test_first_failure_json_carries_reasoning_and_confidence(tmp_path: Path) -> 
                                    "rank 1's signal follows from it (SIGTERM after the first failure)")
     text = _cli("first-failure", str(console)).stdout
     assert "why: rank 0: killed (SIGKILL, often the OOM killer)" in text and "[certain]" in text
+
+
+def test_an_abort_is_named_by_the_ranks_own_error_before_it() -> None:
+    """A rank's own error line, then its abort: the error says why (the abort is how the process ended on it)."""
+    docs = _console("""
+[1]<stderr>:ERROR:root:could not synchronize on CUDA stream: CUDA_ERROR_ILLEGAL_ADDRESS
+[1]<stderr>:Aborted (core dumped)
+""")
+    (report,) = first_failure(docs)
+    assert report.blamed_ranks == [1] and report.primary
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in report.cause and "SIGABRT" not in report.cause, report.cause
+    assert report.confidence == "possible"  # an error line no specific rule knows
+
+
+def test_an_untimed_box_stays_after_the_timed_line_before_it() -> None:
+    """TensorFlow's dated E line, then Open MPI's untimed CUDA box and handler: the E line came first in the
+    file, and is the cause (an untimed document once sorted before every timed one)."""
+    docs = _console("""
+2018-01-25 08:26:42.262115: E tensorflow/stream_executor/cuda/cuda_driver.cc:1124] could not synchronize on CUDA stream: CUDA_ERROR_ILLEGAL_ADDRESS
+--------------------------------------------------------------------------
+The call to cuMemcpyAsync failed. This is a unrecoverable error and will
+cause the program to abort.
+--------------------------------------------------------------------------
+[node-a:4242] *** Process received signal ***
+[node-a:4242] Signal: Aborted (6)
+""")
+    (report,) = first_failure(docs)
+    assert report.blamed_ranks == [None]
+    assert "CUDA_ERROR_ILLEGAL_ADDRESS" in report.cause, report.cause
+    assert report.confidence == "possible"

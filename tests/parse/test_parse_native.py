@@ -4,6 +4,7 @@ size, and clear errors for bad settings and bad pattern files."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from corpus.cases import cases
@@ -275,3 +276,62 @@ class TestWhatATerminalShows:
         (doc,) = self._read(f"[1,0]<stderr>:{progress}[2019-04-13 13:53:31.851608: W horovod/common/operations.cc:588[1,0]<stderr>:] "
                             "HorovodBroadcast_conv2d_bias_Momentum_0 [missing ranks: 1]")
         assert (doc["rank"], doc["log"]["level"], doc["horovod"]["stall"]["missing_ranks"]) == (0, "warning", [1])
+
+
+def _box_docs(text: str) -> list[dict[str, Any]]:
+    return list(parse_lines(text.strip("\n").splitlines(), path="console.log", timezone="UTC"))
+
+
+class TestOpenMpiBox:
+    RULE = "-" * 74
+
+    def test_a_box_is_one_document_at_its_most_severe_lines_level(self) -> None:
+        """A slots box (no severity word) is one error document; a box of plain help text is one info document."""
+        docs = _box_docs(f"""
+{self.RULE}
+There are not enough slots available in the system to satisfy the 4 slots
+that were requested by the application:
+
+  python
+{self.RULE}
+{self.RULE}
+A requested component was not found, or was unable to be opened.
+{self.RULE}
+{self.RULE}
+Open MPI is using the default settings for this host.
+{self.RULE}
+epoch 1 done
+""")
+        assert [(doc["log"]["level"], doc["message"].count("\n")) for doc in docs] == [("error", 5), ("error", 2), ("info", 2), ("info", 0)]
+        assert docs[0]["message"].splitlines()[1].startswith("There are not enough slots")
+
+    def test_a_box_takes_its_lines_rank_and_evidence(self) -> None:
+        """mpirun's `noticed` box is rank 7's signal, Open MPI's exit box its verdict naming rank 0."""
+        docs = _box_docs(f"""
+{self.RULE}
+mpirun noticed that process rank 7 with PID 0 on node gpu07 exited on signal 9 (Killed).
+{self.RULE}
+{self.RULE}
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[8269,1],0]
+  Exit code:    1
+{self.RULE}
+""")
+        assert len(docs) == 2
+        assert docs[0]["rank"] == 7 and docs[0]["event"]["reason"] == "SIGKILL"
+        assert docs[0]["hvdlog"]["evidence"] == {"kind": "signal", "source": "mpirun_noticed", "rank": 7}
+        assert "rank" not in docs[1] and docs[1]["hvdlog"]["evidence"] == {"kind": "launcher_verdict", "source": "openmpi_box", "rank": 0}
+
+    def test_a_rule_alone_and_a_box_opened_on_a_closing_rule(self) -> None:
+        """A capture that starts inside a box: its closing rule opens nothing past Open MPI's handler line; a rule of
+        another length is a print."""
+        docs = _box_docs(f"""
+cause the program to abort.
+{self.RULE}
+[node-a:4242] CUDA: Error in cuMemcpy: res=-1
+{"-" * 60}
+""")
+        assert [doc["message"] for doc in docs] == ["cause the program to abort.", self.RULE, "[node-a:4242] CUDA: Error in cuMemcpy: res=-1", "-" * 60]
+        assert docs[1]["log"]["level"] == "info"
