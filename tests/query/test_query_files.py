@@ -4,7 +4,8 @@ parse, the cached timestamps and the echo filter give what the plain path gives,
 The plain path is the definition: every line of the file through :func:`hvdlog.parse.parse_lines`
 (the general parser, with a native parser of its own), kept when :meth:`Filter.matches` and
 it holds a needle of the scan (``"error"``/``"critical"`` for ``--level error``, the literal
-PATTERN) or a ``\\u`` escape that may spell one, sorted by :func:`sort_key`. The fast path must agree with it on a file made to trip
+PATTERN) or a ``\\u`` escape that may spell one, sorted by :func:`in_place` (by time; an untimed event right
+after the timed one before it in its file). The fast path must agree with it on a file made to trip
 it: level words inside messages, escaped quotes, other ranks' lines, lines that are not JSON,
 CRLF, blank lines, untimed and oddly timed events, lines longer than a read block, and a last
 line without a newline; with and without the ``ahocorasick_rs`` wheel, whatever the block size.
@@ -26,7 +27,7 @@ from click.testing import CliRunner
 
 from hvdlog.cli.main import cli
 from hvdlog.cli.output import Printer, dedupe, json_line
-from hvdlog.documents import Document, sort_key, timestamp_millis
+from hvdlog.documents import Document, in_place, timestamp_millis
 from hvdlog.parse import _unparsed_event, bounded, decode_line, parse_lines, parse_paths
 from hvdlog.parse.jsonl import decode_event
 from hvdlog.parse.launcher import path_fields
@@ -118,7 +119,7 @@ def _plain(path: Path, spec: Filter) -> list[Document]:
         doc = _event(line, str(path))
         if doc is not None and spec.matches(doc):
             docs.append(doc)
-    return [doc for _, _, doc in sorted((sort_key(doc), index, doc) for index, doc in enumerate(docs))]
+    return in_place(docs)
 
 
 @pytest.fixture(params=["accelerated", "stdlib"])
