@@ -392,7 +392,7 @@ class TestSameDocumentsAsHvdlogParse:
         prefix = "trainer-1  | "
         stream = [prefix + line for line in ("Process 2 exit with status code 250.", "=   RANK 3 PID 51822 RUNNING AT p3-node1",
                                              "=   KILLED BY SIGNAL: 9 (Killed)", "epoch 3 done")]
-        stream.append("WARNING: Process 2 exit with status code 250.")
+        stream.append("NOTE: Process 2 exit with status code 250.")
         shipped = list(_events_of_file("unlisted-prefix", "job/console.log", [stream], "UTC"))
         assert [item.text.count("\n") for item in shipped] == [0, 1, 0, 0]
         ours = [_comparable(event) for _, events in _through(jruby, shipped) for event in events or []]
@@ -400,7 +400,7 @@ class TestSameDocumentsAsHvdlogParse:
         theirs[2]["message"] = prefix + theirs[2]["message"]
         assert len(ours) == len(theirs) == 4 and ours[:3] == theirs[:3]
         assert (theirs[3]["message"], theirs[3]["log.level"], ours[3]["message"], ours[3]["rank"]) == (
-            "WARNING: Process 2 exit with status code 250.", "info", "Process 2 exit with status code 250.", 2)
+            "NOTE: Process 2 exit with status code 250.", "error", "Process 2 exit with status code 250.", 2)
         assert [(doc["message"].split("\n")[0], doc.get("rank"), doc.get("process.exit_code"), doc.get("event.reason")) for doc in ours] == [
             ("Process 2 exit with status code 250.", 2, 250, None), ("=   RANK 3 PID 51822 RUNNING AT p3-node1", 3, None, "SIGKILL"),
             (prefix + "epoch 3 done", None, None, None), ("Process 2 exit with status code 250.", 2, 250, None)]
