@@ -63,6 +63,9 @@ _ROTATED: Final = re.compile(r"\.\d+$")
 #: rotated ``.N``). No grok reads its path: Filebeat's hvdlog-launcher input globs it and takes the job.
 LAUNCHER_LOG_PATH: Final = re.compile(r"(?:^|/)(?P<job>[^/]+)/launcher\.log(?:\.\d+)?$")
 
+#: JSON lines (rotations too): events that name their job (hvdlog's, a timeline's ``.ndjson``), not a console.
+_JSON_LINES: Final = re.compile(r"\.(?:jsonl|ndjson)(?:\.\d+)?$")
+
 #: Other files a directory walk takes: logs by name (console captures, rotated ones).
 _LOG_SUFFIX: Final = re.compile(r"\.(?:jsonl|log|ndjson)(?:\.\d+)?$")
 
@@ -184,12 +187,12 @@ def console_job(path: str) -> str:
 
 def listed_job(path: Path, root: Path) -> str:
     """The job ``hvdlog jobs`` lists a file under: our layout's; a console's by :func:`console_job`;
-    else (JSON lines outside the layout, whose events name their job) the first folder under the
-    root, else the root's name."""
+    else (JSON lines outside the layout, whose events name their job: a timeline's ``.ndjson``
+    beside the ranks' files) the first folder under the root, else the root's name."""
     found = parse_path(path)
     if found is not None:
         return found.job
-    if not path.name.endswith(".jsonl"):
+    if not _JSON_LINES.search(path.name):
         return console_job(str(path))
     relative = path.relative_to(root).parts if root.is_dir() and path.is_relative_to(root) else ()
     return relative[0] if len(relative) > 1 else root.name

@@ -113,3 +113,23 @@ def test_output_filename_copies_beside_the_layout_are_left_out(tmp_path: Path) -
     assert kept == [job / "node1" / "rank-1.stderr.log", job / "output" / "rank.1" / "stdout", job / "output" / "rank.2" / "stderr", "-"]
     messages = [doc["message"] for doc in parse_paths([tmp_path])]
     assert sorted(messages) == ["KeyError: 'x'", "ValueError: boom", "ValueError: boom"]  # rank 1's stdout copy is its own stream
+
+
+def test_listed_job_one_rule_per_kind_of_file(tmp_path: Path) -> None:
+    """`hvdlog jobs` lists our layout's files under their job, hvdlog run's launcher.log under its
+    job, a timeline's .ndjson beside the ranks' files under the folder (its events are JSON), and
+    each console outside the layout under itself (two consoles of one folder are two jobs)."""
+    root = tmp_path / "logs"
+    files = {
+        root / "j1" / "vm" / "rank-0.jsonl": "j1",
+        root / "j1" / "launcher.log": "j1",
+        root / "j1" / "vm" / "horovod-timeline.ndjson": "j1",
+        root / "j1" / "vm" / "horovod-timeline.ndjson.1": "j1",
+        root / "consoles" / "a.log": str(root / "consoles" / "a.log"),
+        root / "consoles" / "b.log": str(root / "consoles" / "b.log"),
+        root / "out" / "rank.0" / "stdout": str(root / "out"),
+    }
+    for path in files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    assert {path: layout.listed_job(path, root) for path in files} == files
