@@ -21,6 +21,8 @@ the event names it (``event.reason: capture_stuck``): a print waiting for it is 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import os
 import sys
 import threading
@@ -40,8 +42,26 @@ __all__ = ["StallWatchdog", "describe_wait"]
 #: Threshold multiplier until the training loop enters its first step.
 STARTUP_FACTOR = 4.0
 
-_HOROVOD_DIR = f"{os.sep}horovod{os.sep}"
-_SKIP_DIRS = (f"{os.sep}threading.py", f"{os.sep}torch{os.sep}", f"{os.sep}hvdlog{os.sep}", _HOROVOD_DIR)
+@functools.cache
+def _package_dir(name: str) -> str | None:
+    """The folder a top-level package is loaded from (not imported here), with a trailing separator."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    locations = list(spec.submodule_search_locations or ()) if spec is not None else []
+    return os.path.join(os.path.realpath(locations[0]), "") if locations else None
+
+
+def _in_package(filename: str, *names: str) -> bool:
+    """Whether code from ``filename`` is one of these packages' own: where they really live, not a
+    folder name a user's path may share (a checkout named ``hvdlog``, a project under ``/data/horovod/``)."""
+    real = os.path.realpath(filename)
+    return any((folder := _package_dir(name)) is not None and real.startswith(folder) for name in names)
+
+
+def _library_code(filename: str) -> bool:
+    return filename == threading.__file__ or _in_package(filename, "hvdlog", "torch", "horovod")
 
 
 def describe_wait(frame: FrameType | None) -> dict[str, Any]:
@@ -59,7 +79,7 @@ def describe_wait(frame: FrameType | None) -> dict[str, Any]:
     frames.reverse()  # outermost first, like `stack`
     horovod_functions = []
     for live in frames:
-        if _HOROVOD_DIR in live.f_code.co_filename:
+        if _in_package(live.f_code.co_filename, "horovod"):
             horovod_functions.append(getattr(live.f_code, "co_qualname", live.f_code.co_name))
             name = live.f_locals.get("name")
             tensor = horovod_op_name(live.f_code.co_name, name) if isinstance(name, str) and name else None
@@ -70,7 +90,7 @@ def describe_wait(frame: FrameType | None) -> dict[str, Any]:
         outer, inner = horovod_functions[0], horovod_functions[-1]
         fields["horovod.stall.operation"] = outer if outer == inner else f"{outer} > {inner}"
     for summary in reversed(stack):
-        if not any(part in summary.filename for part in _SKIP_DIRS):
+        if not _library_code(summary.filename):
             fields["log.origin.file.name"] = summary.filename
             fields["log.origin.file.line"] = summary.lineno
             fields["log.origin.function"] = summary.name

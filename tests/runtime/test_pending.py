@@ -6,7 +6,9 @@ tests/support/pending_states.py); the 2-rank hangs are in tests/runtime/test_pen
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,6 +23,8 @@ from hvdlog.runtime.watchdog import describe_wait
 HARNESS = Path(__file__).resolve().parents[1] / "support" / "pending_states.py"
 BODY = ["allreduce.body.bias", "allreduce.body.weight"]
 ALL = [*BODY, "allreduce.head.bias", "allreduce.head.weight"]
+_SPEC = importlib.util.find_spec("horovod")  # where Horovod really lives (not imported here)
+HOROVOD_PACKAGE = next(iter(_SPEC.submodule_search_locations or ()), "/nonexistent/horovod") if _SPEC is not None else "/nonexistent/horovod"
 
 
 @pytest.fixture(name="states", scope="module")
@@ -131,7 +135,7 @@ def test_no_horovod_means_no_fields() -> None:
 def test_describe_wait_names_a_direct_op_like_horovod() -> None:
     """A thread blocked under a function named like Horovod's op reports the core's tensor name, not the bare argument."""
     ready, release = threading.Event(), threading.Event()
-    code = compile("def allreduce(name):\n    ready.set()\n    release.wait(5)\n", "/site-packages/horovod/torch/mpi_ops.py", "exec")
+    code = compile("def allreduce(name):\n    ready.set()\n    release.wait(5)\n", os.path.join(HOROVOD_PACKAGE, "torch", "mpi_ops.py"), "exec")
     namespace: dict[str, Any] = {"ready": ready, "release": release}
     exec(code, namespace)  # noqa: S102 - a function whose code object lives in a horovod path, as Horovod's does
     thread = threading.Thread(target=namespace["allreduce"], args=("metric.loss",))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
@@ -85,3 +86,20 @@ def test_describe_wait_names_user_code() -> None:
     assert "horovod.stall.operation" not in fields
     assert fields["log.origin.function"] == "stuck_in_user_code"
     assert "release.wait(5)" in fields["horovod.stall.stack"]
+
+
+@pytest.mark.parametrize("path", ["/tmp/checkout/hvdlog/training/train.py", "/data/horovod/experiments/train.py", "/srv/torch/train.py"])
+def test_user_code_in_a_folder_named_like_a_library_is_named(path: str) -> None:
+    """A user's script whose path shares a library's folder name (a checkout named hvdlog, a project
+    under /data/horovod/) is user code: named as where the thread waits, never taken for Horovod's op."""
+    ready, release = threading.Event(), threading.Event()
+    namespace: dict[str, object] = {"ready": ready, "release": release}
+    exec(compile("def inject_faults():\n    ready.set()\n    release.wait(5)\n", path, "exec"), namespace)  # noqa: S102 - code at that path
+    thread = threading.Thread(target=namespace["inject_faults"])  # type: ignore[arg-type]
+    thread.start()
+    ready.wait(5)
+    fields = describe_wait(sys._current_frames()[thread.ident])  # type: ignore[index]
+    release.set()
+    thread.join()
+    assert (fields.get("log.origin.file.name"), fields.get("log.origin.function")) == (path, "inject_faults")
+    assert "horovod.stall.operation" not in fields
