@@ -29,6 +29,7 @@ from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.fields import APP_DATASET
 from hvdlog.layout import listed_job, parse_path, path_rank, walk
 from hvdlog.parse.bounded import MAX_LINE_BYTES
+from hvdlog.query.copies import is_copy_of
 from hvdlog.query.spec import Condition, Filter
 
 __all__ = ["NEEDED", "JobRow", "from_aggregation", "from_files", "jobs_query", "status_documents"]
@@ -120,8 +121,10 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
                 tails.append(doc)
     # A file outside hvdlog's layout (a console) names its ranks and times only in its lines: read it whole.
     loose = [path for path in files if parse_path(path) is None and not path.name.endswith(".jsonl")]
+    ranks_read = set(facts.ranks)  # the ranks with files of their own: a console's lines of theirs are copies
     for doc in FileSource(loose, warn=lambda _m: None).search(Filter()) if loose else ():
-        facts.add(doc)
+        if not is_copy_of(doc, ranks_read):
+            facts.add(doc)
     loose_names = {str(path) for path in loose}
     source = FileSource(files, warn=lambda _m: None)  # the row says what it read; a file it could not read is named
     needed = status_documents(source.search, NEEDED)

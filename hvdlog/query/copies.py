@@ -20,13 +20,13 @@ from __future__ import annotations
 import bisect
 import re
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from typing import Final
 
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
 from hvdlog.layout import is_launcher_log
 
-__all__ = ["COPY_WINDOW_S", "FollowedCopies", "drop_launcher_copies"]
+__all__ = ["COPY_WINDOW_S", "FollowedCopies", "drop_launcher_copies", "is_copy_of"]
 
 #: How far apart (s) a rank's own document and the console's copy may be (arrival times: the
 #: copy passes the launcher, a loaded node delays it).
@@ -56,6 +56,15 @@ def _copy_key(doc: Document) -> _Key | None:
     said = _said(doc)
     echo = _ECHO.fullmatch(said)
     return job_of(doc), rank, echo["message"] if echo else said
+
+
+def is_copy_of(doc: Document, ranks: Collection[int]) -> bool:
+    """Whether ``doc`` is a launcher log's tagged line of one of ``ranks``, whose own files are
+    read too. ``jobs`` reads only those files' ends, so it cannot pair a copy with its original;
+    counted as the rank's, a copy's arrival time (a stall report's echo) was newer than the
+    report itself, and a hung job read as running."""
+    key = _copy_key(doc)
+    return key is not None and key[1] in ranks
 
 
 def _original_key(doc: Document) -> _Key | None:

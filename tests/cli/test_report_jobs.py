@@ -300,6 +300,21 @@ class TestOneVerdict:
         assert rows["stuck"]["state"] == reports["stuck"]["state"] == "hung"  # (the reasoning says the reports' age)
         assert rows["stuck"]["state"] == "hung" and "rank 1 has not progressed at step 3" in rows["stuck"]["reasoning"], rows
 
+    def test_the_consoles_echo_of_a_stall_report_is_no_progress(self, tmp_path: Path) -> None:
+        """`hvdlog run`'s launcher.log holds each rank's console echo of its stall reports, stamped when it arrived
+        (after the report itself). `jobs` read it as the job's newest activity and said running while `report`,
+        which pairs the copy with its original, said hung (a red CI run): both say hung."""
+        root, now = tmp_path / "logs", time.time()
+        stalls = [_stall(now - 30 + 6 * i, 3, 5 + 6 * i, "allreduce") for i in range(5)]
+        _write(root, "stuck", 0, [*_steps(now - 40, 3), *stalls])
+        _write(root, "stuck", 1, [*_steps(now - 40, 3), *(_stall(now - 30 + 6 * i, 3, 5 + 6 * i) for i in range(5))])
+        last = now - 30 + 6 * 4
+        arrived = _iso(last + 0.001)[:-1] + "000Z"  # hvdlog run stamps a line's arrival in microseconds
+        echo = f"{arrived} [0]<stderr>:{_iso(last)[11:23]} WARNING  [rank 0 step 3] stalled\n"
+        (root / "stuck" / "launcher.log").write_text(echo)
+        rows, reports = _statuses(root)
+        assert rows["stuck"]["state"] == reports["stuck"]["state"] == "hung", (rows, reports)
+
     @pytest.mark.parametrize("after", ["[2026-11-29 16:09:00.000001: I /tmp/horovod/common/operations.cc:1] [0]: rank 0 still here", ""])
     def test_a_log_that_ends_in_an_unresolved_stall_is_not_finished(self, tmp_path: Path, after: str) -> None:
         """Issue 41: an old console whose last stall report names rank 1, and nothing after it from rank 1 (rank 0's
