@@ -14,40 +14,37 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
+from hvdlog.fields import UNTIMED
 from hvdlog.layout import console_job
 from hvdlog.types import Document
 
 __all__ = [
-    "UNTIMED", "Document", "as_read", "expand", "flatten", "floor_millis", "get_field", "in_place", "job_of", "read_time", "set_field", "sort_key",
+    "Document", "as_read", "expand", "flatten", "floor_millis", "get_field", "in_place", "job_of", "read_time", "set_field", "sort_key",
     "timestamp_millis",
 ]
 
 _MISSING = object()
 
-#: Set (true) on a stored document whose ``@timestamp`` is when it was read, not a time of its
-#: own: a data stream needs one, so an untimed line is stored with its read time (``hvdlog
-#: import``'s; Filebeat's on the Logstash path).
-UNTIMED: Final = "hvdlog.untimed"
 
 
 def read_time(doc: Document, at: str) -> Document:
     """``doc`` to store: with its own ``@timestamp``, as it is; without, ``at`` and :data:`UNTIMED`."""
     if "@timestamp" in doc:
         return doc
-    stored = {**doc, "@timestamp": at}
-    stored["hvdlog"] = {**(doc.get("hvdlog") or {}), "untimed": True}
+    stored = {**doc, "@timestamp": at, "hvdlog": dict(doc.get("hvdlog") or {})}  # a copy: set_field writes into it
+    set_field(stored, UNTIMED, True)
     return stored
 
 
 def as_read(doc: Document) -> Document:
     """A stored document as it was parsed: a read time (:data:`UNTIMED`) is no time of the line's,
     so the readers over Elasticsearch see the line untimed, as over the files."""
-    marks = doc.get("hvdlog")
-    if not isinstance(marks, dict) or marks.get("untimed") not in (True, "true"):
+    if get_field(doc, UNTIMED) not in (True, "true"):
         return doc
-    parsed = {key: value for key, value in doc.items() if key not in ("@timestamp", "hvdlog")}
-    rest = {key: value for key, value in marks.items() if key != "untimed"}
-    return {**parsed, "hvdlog": rest} if rest else parsed
+    group, mark = UNTIMED.split(".")
+    parsed = {key: value for key, value in doc.items() if key not in ("@timestamp", group)}
+    rest = {key: value for key, value in (doc.get(group) or {}).items() if key != mark}
+    return {**parsed, group: rest} if rest else parsed
 
 
 def expand(flat: Mapping[str, Any]) -> Document:
@@ -205,13 +202,13 @@ def in_place(docs: Iterable[Mapping[str, Any]]) -> list[Any]:
     timed one of their file keep the untimed key; the sort is stable."""
     last: dict[Any, tuple[int, int]] = {}
     keyed = []
-    for index, doc in enumerate(docs):
+    for doc in docs:
         key = sort_key(doc)
         path = get_field(doc, "log.file.path")
         if key == _NO_TIME_KEY:
             key = last.get(path, key)
         else:
             last[path] = key
-        keyed.append((key, index, doc))
-    keyed.sort(key=lambda item: (item[0], item[1]))
-    return [doc for _, _, doc in keyed]
+        keyed.append((key, doc))
+    keyed.sort(key=lambda item: item[0])  # stable: equal keys keep the order read
+    return [doc for _, doc in keyed]

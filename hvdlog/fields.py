@@ -32,6 +32,7 @@ __all__ = [
     "PARSE_FAILURE_TAG",
     "REJECTED_DATASET",
     "TIMELINE_DATASET",
+    "UNTIMED",
     "Field",
     "level_at_least",
 ]
@@ -86,6 +87,11 @@ LEVELS: Final = ("trace", "debug", "info", "warning", "error", "critical")
 #: Tag added to a line that no pattern matched; the raw line is kept in ``message``.
 PARSE_FAILURE_TAG: Final = "_hvdlog_parse_failure"
 
+#: Set (true) on a stored document whose ``@timestamp`` is when it was read, not a time of its
+#: own: a data stream needs one, so an untimed line is stored with its read time (``hvdlog
+#: import``'s; Filebeat's on the Logstash path).
+UNTIMED: Final = "hvdlog.untimed"
+
 #: The catch-all object for undeclared keys.
 EXTRA: Final = "extra"
 
@@ -112,7 +118,7 @@ FIELDS: Final[tuple[Field, ...]] = (
     ),
     Field("hvdlog.truncated.bytes", "long", "hvdlog", "Bytes of that message cut past the byte cap.", 1450000),
     Field(
-        "hvdlog.untimed", "boolean", "hvdlog",
+        UNTIMED, "boolean", "hvdlog",
         "True when the line has no time of its own: @timestamp is when it was read (Filebeat's read time, or `hvdlog import`'s), "
         "and the readers over Elasticsearch order it by position and give it no time, as over the files.", True,
     ),

@@ -26,7 +26,7 @@ from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
 from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.stalls import STALL_EVENTS, stall_episodes
 from hvdlog.documents import Document, get_field, timestamp_millis
-from hvdlog.fields import APP_DATASET
+from hvdlog.fields import APP_DATASET, UNTIMED
 from hvdlog.layout import listed_job, parse_path, path_rank, walk
 from hvdlog.parse.bounded import MAX_LINE_BYTES
 from hvdlog.query.copies import is_copy_of
@@ -172,8 +172,8 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
         "jobs": {
             "terms": {"field": "job", "size": size, "order": {"timed>last": "desc"}},
             "aggs": {
-                # a line's read time (hvdlog.untimed: import's or Filebeat's) is no time of the job's
-                "timed": {"filter": {"bool": {"must_not": [{"term": {"hvdlog.untimed": True}}]}},
+                # a line's read time (UNTIMED: import's or Filebeat's) is no time of the job's
+                "timed": {"filter": {"bool": {"must_not": [{"term": {UNTIMED: True}}]}},
                           "aggs": {"first": {"min": {"field": "@timestamp"}}, "last": {"max": {"field": "@timestamp"}}}},
                 # over files the span is read from the events files' ends: hvdlog's own records (events, exit records) decide it here too
                 "app": {"filter": {"bool": {"should": [{"term": {"event.dataset": APP_DATASET}}, {"term": {"event.action": "launcher_exit"}}]}},
@@ -186,7 +186,7 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
                 # the newest event that is neither a stall report nor an exit record: is a stall the job's last word?
                 "active": {"filter": {"bool": {"must_not": [{"terms": {"event.action": ["stall", "process_exit", "launcher_exit", "resources"]}},
                                                             {"exists": {"field": "horovod.stall.missing_ranks"}},
-                                                            {"term": {"hvdlog.untimed": True}}]}},
+                                                            {"term": {UNTIMED: True}}]}},
                            "aggs": {"last": {"max": {"field": "@timestamp"}}}},
                 # the stepping span, for the step interval that judges silence (JobFacts.step_seconds)
                 "stepped": {"filter": {"exists": {"field": "step"}}, "aggs": {"first": _step_edge("asc"), "last": _step_edge("desc")}},
