@@ -356,13 +356,29 @@ def _add_timed(builders: list[EpisodeBuilder], current: dict[_Key, EpisodeBuilde
         return
     if builder is not None and builder.untimed and not _dates(builder, doc, millis):
         builder = None
-    if builder is None or millis - builder.last_ms > gap_ms:
+    if builder is None or millis - builder.last_ms > gap_ms or _another_stall(builder, doc):
         builder = current[key] = EpisodeBuilder.open(key[0], doc, millis)
         builders.append(builder)
     if key[0] == "watchdog":
         builder.add_watchdog(doc, millis)
     else:
         builder.add(doc, millis)
+
+
+def _another_stall(builder: EpisodeBuilder, doc: Document) -> bool:
+    """Whether Horovod's inspector report ``doc`` (a report's head: it says for how long) names
+    tensors and missing ranks, none of them the open episode's: each report lists every tensor
+    stalled at the time, so the episode's stall is over and this is a new one. On a loaded node
+    a rank that lags a few seconds behind (the inspector checks every
+    HOROVOD_STALL_CHECK_TIME_SECONDS) is reported right after a hang ended; merged into the
+    hang, that rank was named missing beside the hung one. (Horovod 0.15 prints each further
+    entry of one report as a line of its own, without the seconds: those stay in the report.)"""
+    episode = builder.episode
+    if episode.source != "inspector" or not episode.tensors or get_field(doc, "horovod.stall.seconds") is None:
+        return False
+    named = set(names_in(get_field(doc, "horovod.stall.tensors")))
+    missing = set(ranks_in(get_field(doc, "horovod.stall.missing_ranks")))
+    return bool(named) and not named & set(episode.tensors) and not missing & set(episode.missing_ranks)
 
 
 def _dates(builder: EpisodeBuilder, doc: Document, millis: int) -> bool:

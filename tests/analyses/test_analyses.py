@@ -126,3 +126,25 @@ class TestHorovodStallInspector:
         assert report.culprit is None and report.blamed_ranks == [1]
         assert report.stall is not None and report.stall["reported_by"] == 0
         assert [item["rank"] for item in report.collateral] == [0]
+
+
+def _inspector_report(at: str, missing: int, tensor: str) -> list[str]:
+    """Horovod 0.28's stall inspector on rank 0's stderr (the form of tests/corpus/horovod.core/mpi-stall-*)."""
+    return [f"[1,0]<stderr>:[2026-11-29 {at}: W /opt/horovod/common/stall_inspector.cc:107] One or more tensors were submitted "
+            "to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than "
+            "2 seconds. This may indicate that different ranks are trying to submit different tensors or that only subset of "
+            "ranks is submitting tensors, which will cause deadlock. ",
+            "[1,0]<stderr>:Missing ranks:", f"[1,0]<stderr>:{missing}: [{tensor}]"]
+
+
+def test_a_lagging_rank_after_a_hang_is_a_stall_of_its_own() -> None:
+    """Rank 1 hangs on the conv gradient (3 reports); 6 s after the last, on a loaded node, rank 0 lags on the next
+    allreduce (a report naming none of the hang's tensors): two episodes, the hang's naming rank 1 only (a loaded
+    fresh-clone run named ranks 0 and 1 when the two were one episode)."""
+    from hvdlog.parse import parse_lines
+
+    lines = [*_inspector_report("16:01:44.104960", 1, "allreduce.conv1.weight"), *_inspector_report("16:01:46.105951", 1, "allreduce.conv1.weight"),
+             *_inspector_report("16:01:48.117744", 1, "allreduce.conv1.weight"), *_inspector_report("16:01:54.120001", 0, "allreduce.metric.loss")]
+    hang, lag = stall_episodes(parse_lines(lines, path="mpi-stall/1/rank.0/stderr", timezone="UTC"))
+    assert (hang.missing_ranks, hang.tensors, hang.reports) == ([1], ["allreduce.conv1.weight"], 3)
+    assert (lag.missing_ranks, lag.tensors, lag.reports) == ([0], ["allreduce.metric.loss"], 1)
