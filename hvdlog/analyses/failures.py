@@ -32,13 +32,14 @@ lines is not causality.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 from hvdlog.analyses.explain import cause_of, describe, noun, reason_of
 from hvdlog.analyses.failure_evidence import Evidence, evidence_of, per_source
 from hvdlog.analyses.fingerprint import fingerprint_of
+from hvdlog.analyses.last_words import Key, find_last_words, read_in_context, why_read
 from hvdlog.analyses.resets import epoch_of, lost_ranks, recovery_filter, recovery_of
 from hvdlog.analyses.stalls import names_in, ranks_in
 from hvdlog.analyses.summary import one_line
@@ -285,7 +286,7 @@ def _apply_culprit(report: FailureReport, rank: _Rank, first: Evidence, ordered_
     if not first.own:
         report.cause = f"{describe(first)}; rank {rank.rank} printed no error of its own; the launcher says: {one_line(first.doc)}"
     who = "rank unknown (an untagged line)" if rank.rank is None else f"rank {rank.rank}" + (f" (epoch {rank.epoch})" if rank.epoch else "")
-    report.reasoning = f"{who}: {describe(first)} {_per(first)}"
+    report.reasoning = f"{who}: {describe(first)} {_per(first)}{why_read(first)}"
     if not first.recognised:
         report.cause = f"a failure in a format hvdlog does not know: {who}: {report.cause}"
     report.confidence = _confidence(rank, first, ordered_by, items)
@@ -300,7 +301,9 @@ def _confidence(rank: _Rank, first: Evidence, ordered_by: str, items: list[Evide
         return "possible" if first.own else "unknown"  # a failure, but whose the logs do not say
     # another rank's death evidence came first
     other_death = any(item.rank is not None and (epoch_of(item.doc), item.rank) != (rank.epoch, rank.rank) for item in earlier)
-    return "certain" if ordered_by in ("only", "time") and first.own and not other_death else "likely"
+    # a consequence or a warning read as the failure (hvdlog.analyses.last_words) rests on what the logs lack
+    sure = ordered_by in ("only", "time") and first.own and not other_death and first.read_as is None
+    return "certain" if sure else "likely"
 
 
 def _apply_same_way(report: FailureReport, ranks: list[int], first: Evidence) -> None:
@@ -442,11 +445,13 @@ def _is_failure(item: Evidence) -> bool:
     return item.meaning in ("fault", "consequence", "verdict") or item.kind == "expected_exit"
 
 
-def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[FailureReport]:
+def first_failure(docs: Iterable[Document], *, size: int | None = None, last_words: Mapping[Key, Document] | None = None) -> list[FailureReport]:
     """One report per job that has any failure, ordered by the job's first failure.
 
     ``size``: the job size when the user knows it (``--size``); else the jobs' own events
     say it, or it is unknown. The native echo of an uncaught exception counts once (echoes).
+    ``last_words``: per (job, rank), the NCCL WARN that opens the error chain the rank's output
+    ends in (:func:`~hvdlog.analyses.last_words.find_last_words`); without it, no NCCL chain is a failure.
     """
     by_job: dict[Any, list[Document]] = {}
     for doc in drop_echoes(in_place(docs)):
@@ -454,6 +459,7 @@ def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[
     reports = []
     for job, job_docs in by_job.items():
         items = [item for order, doc in enumerate(job_docs) if (item := evidence_of(doc, order)) is not None]
+        items = read_in_context(items, {key: doc for key, doc in (last_words or {}).items() if key[0] == job})
         failures = [item for item in items if _is_failure(item)]
         if _failed(failures) or lost_ranks(job_docs):
             report = _report(job, job_docs, failures, size, _last_stall_warning(items))
@@ -464,10 +470,11 @@ def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[
 
 def find_first_failure(search: Callable[[Filter], Iterable[Document]], base: Filter, *, size: int | None = None) -> list[FailureReport]:
     """:func:`first_failure` from a source: failure evidence first, then, for an elastic job that
-    reset, the steps after its first reset (did it go on, and up to which step)."""
+    reset, the steps after its first reset (did it go on, and up to which step), and for a rank
+    with an NCCL WARN, its last words (did NCCL go on after it)."""
     docs = list(search(replace(base, any_of=FAILURE_EVENTS)))
     extra = recovery_filter(docs, base)
     if extra is not None:
         docs += [doc for doc in search(extra) if not Filter(any_of=FAILURE_EVENTS).matches(doc)]
-    return first_failure(docs, size=size)
+    return first_failure(docs, size=size, last_words=find_last_words(search, docs, base))
 
