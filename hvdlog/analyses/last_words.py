@@ -13,7 +13,8 @@ Two kinds of evidence do not say on their own whether they are a rank's failure:
 The second needs a fact the failure evidence does not hold: what each rank printed last.
 :class:`LastWords` folds a rank's documents, in order, into it (the WARN that opens the error
 chain the rank's output ends in); :func:`find_last_words` reads it from a source, only for the
-ranks that have a WARN. Either reading is at most ``likely``: it rests on what is missing.
+ranks that have a WARN. Neither reading is ever ``certain``: each rests on what the logs lack (a
+timeout is at most ``likely``; a WARN, a warning no failure line confirms, at most ``possible``).
 """
 
 from __future__ import annotations
@@ -95,13 +96,16 @@ def _ident(doc: Document) -> tuple[Any, ...]:
     return doc.get("message"), doc.get("@timestamp"), get_field(doc, "log.file.path")
 
 
-def _lone_timeout(item: Evidence, items: list[Evidence]) -> bool:
-    """A rank's own receive timeout with no other rank's failure (or death) before it."""
+def _lone_timeout(item: Evidence, items: list[Evidence], quiet: Iterable[tuple[int | None, int]]) -> bool:
+    """A rank's own receive timeout with no other rank's failure (or death) before it, and no peer that
+    died or went quiet without a line of evidence (``quiet``: (epoch or None for any, rank))."""
     if item.kind != "peer_loss" or not item.own or item.rank is None:
         return False
     if _TIMEOUT.regex.search(str(item.doc.get("message") or "")) is None:
         return False
     mine = (epoch_of(item.doc), item.rank)
+    if any(rank != item.rank and epoch in (None, mine[0]) for epoch, rank in quiet):
+        return False  # a peer vanished at an elastic reset, or left no evidence at all: the timeout waited for it
     return not any(
         other.order < item.order and other.meaning in ("fault", "consequence")
         and (other.rank is None or (epoch_of(other.doc), other.rank) != mine)
@@ -118,9 +122,13 @@ def _chain_opener(items: list[Evidence], key: Key, warn: Document) -> int | None
     return found[-1] if found else None
 
 
-def read_in_context(items: list[Evidence], last_words: Mapping[Key, Document] | None) -> list[Evidence]:
-    """``items`` (one job's evidence, in order) with the two readings of the module's docstring applied."""
-    out = [replace(item, read_as="fault") if _lone_timeout(item, items) else item for item in items]
+def read_in_context(items: list[Evidence], last_words: Mapping[Key, Document] | None,
+                    quiet: Iterable[tuple[int | None, int]] = ()) -> list[Evidence]:
+    """``items`` (one job's evidence, in order) with the two readings of the module's docstring applied;
+    ``quiet``: the job's ranks with no evidence line of their own that may have died first, as (epoch, rank)
+    (epoch None: any), e.g. a rank that vanished at an elastic reset."""
+    quiet = list(quiet)
+    out = [replace(item, read_as="fault") if _lone_timeout(item, items, quiet) else item for item in items]
     for key, warn in (last_words or {}).items():
         if (index := _chain_opener(out, key, warn)) is not None:
             out[index] = replace(out[index], read_as="fault")

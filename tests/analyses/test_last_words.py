@@ -56,6 +56,11 @@ Process 0 exit with status code 1.
     assert report.blamed_ranks == [1], report.reasoning  # the timeout is rank 0's reaction to rank 1's death
     assert [item["rank"] for item in report.collateral] == [0]
 
+    # a job of 3 ranks (their events say so) in which rank 2 left no line at all: the timeout waited for it
+    sized = [{**doc, "size": 3} if doc.get("rank") is not None else doc for doc in alone]
+    (report,) = first_failure(sized)
+    assert report.blamed_ranks == [2] and report.confidence == "likely", report.reasoning
+
 
 def test_of_two_receive_timeouts_the_first_is_the_cause() -> None:
     docs = _console(f"""
@@ -90,7 +95,7 @@ def test_an_nccl_chain_that_ends_a_ranks_output_is_its_failure_and_one_it_went_o
     assert report.blamed_ranks == [1] and report.primary, report.reasoning
     assert "Could not find real path" in report.cause
     assert "NCCL's error chain is the rank's last output" in report.reasoning
-    assert report.confidence == "likely"  # it rests on what the rank did not print
+    assert report.confidence == "possible"  # a warning, read as the failure from what the rank did not print
     assert report.collateral == [] and report.other_errors == []  # rank 0's fallback is no failure
     # without the ranks' last words (the evidence alone), no chain is a failure: the fallback looks the same
     evidence = [doc for doc in docs if Filter(any_of=FAILURE_EVENTS).matches(doc)]
