@@ -77,6 +77,9 @@ EVIDENCE_KINDS: Final = (
     "unrecognised",
     # a known-benign error line (TensorFlow's `failed call to cuInit` on a rank that goes on): no failure
     "benign",
+    # NCCL's WARN line and the `file.cc:N -> 2` lines that unwind its error: a failure only when they end the
+    # rank's output (NCCL may go on after a WARN: a fallback from InfiniBand to sockets)
+    "nccl_warn", "nccl_unwind",
 )
 #: Who says it (``hvdlog.evidence.source``): the rank itself, or a launcher about a rank.
 EVIDENCE_SOURCES: Final = ("rank", "horovodrun", "openmpi_box", "mpirun_noticed", "srun", "hydra", "elastic_driver")
@@ -181,7 +184,8 @@ FIELDS: Final[tuple[Field, ...]] = (
     Field(
         "hvdlog.evidence.kind", "keyword", "hvdlog",
         "What failure evidence the document is (set at parse time from the message table): exception, signal, exit_status,"
-        " peer_loss, horovod_shutdown, launcher_verdict, expected_exit or stall_report.", "signal",
+        " peer_loss, horovod_shutdown, launcher_verdict, expected_exit, stall_report, unrecognised, benign, nccl_warn"
+        " or nccl_unwind.", "signal",
     ),
     Field(
         "hvdlog.evidence.rank", "integer", "hvdlog",

@@ -73,6 +73,9 @@ class Evidence:
     millis: int | None
     signal: str | None
     exit_code: int | None
+    #: What the rest of the logs make of it, when its kind alone does not say (hvdlog.analyses.last_words):
+    #: ``fault`` for a receive timeout no peer's failure explains, or an NCCL chain that ends the rank's output.
+    read_as: str | None = None
 
     @property
     def own(self) -> bool:
@@ -87,6 +90,10 @@ class Evidence:
     @property
     def meaning(self) -> str:
         """``fault`` (can start a chain), ``consequence``, ``expected``, ``verdict`` or ``none``."""
+        if self.read_as is not None:
+            return self.read_as
+        if self.kind in ("nccl_warn", "nccl_unwind"):  # hvdlog.analyses.last_words.CHAIN_KINDS
+            return "none"  # NCCL may go on after it: a failure only when it ends the rank's output (read_as)
         if self.kind == "expected_exit":
             return "expected"
         if self.kind == "benign":

@@ -11,7 +11,9 @@ table); this module only reads those fields:
    when the rank said nothing): a fault (exception, crash or kill signal, exit status, error
    line) makes it a candidate; a consequence (peer loss, Horovod shutdown, SIGTERM) makes it
    collateral, also when it aborts afterwards; an expected exit (elastic scale-down) is no
-   failure; launchers and the elastic driver are never candidates;
+   failure; launchers and the elastic driver are never candidates; what the rest of the logs
+   decide (hvdlog.analyses.last_words): a receive timeout no peer's failure explains is a fault,
+   and so is an NCCL WARN whose error chain ends the rank's output;
 3. the culprit is the strongest candidate, and among equals the first: by time when every
    one has a time, else by the launcher's "first process to do so", else a rank's own output
    before a launcher's word, then by position; a rank that printed nothing but was killed is
@@ -23,7 +25,9 @@ Every report carries one line of reasoning and a confidence, by the rules of doc
 ("Confidence"): ``certain`` only when the culprit's own failure is recognised, comes first, and
 no failure-shaped line no rule knows (kind ``unrecognised``, the safety net) and no other rank's
 death evidence comes before it; ``likely`` when recognised evidence points to it but the order
-is not established; ``possible`` when an unrecognised failure comes first or is all there is;
+is not established, or the cause is a consequence nothing else explains (a receive timeout);
+``possible`` when an unrecognised failure comes first or is all there is, or the cause is a
+warning read as the failure from the rank's silence after it (an NCCL chain);
 ``unknown`` when no rank can be named. Ranks a launcher reports failed the same way (the same
 exit status or signal, nothing of their own) are named together: the order of a launcher's
 lines is not causality.
@@ -32,13 +36,14 @@ lines is not causality.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Final
 
 from hvdlog.analyses.explain import cause_of, describe, noun, reason_of
 from hvdlog.analyses.failure_evidence import Evidence, evidence_of, per_source
 from hvdlog.analyses.fingerprint import fingerprint_of
+from hvdlog.analyses.last_words import Key, find_last_words, read_in_context, why_read
 from hvdlog.analyses.resets import epoch_of, lost_ranks, recovery_filter, recovery_of
 from hvdlog.analyses.stalls import names_in, ranks_in
 from hvdlog.analyses.summary import one_line
@@ -285,7 +290,7 @@ def _apply_culprit(report: FailureReport, rank: _Rank, first: Evidence, ordered_
     if not first.own:
         report.cause = f"{describe(first)}; rank {rank.rank} printed no error of its own; the launcher says: {one_line(first.doc)}"
     who = "rank unknown (an untagged line)" if rank.rank is None else f"rank {rank.rank}" + (f" (epoch {rank.epoch})" if rank.epoch else "")
-    report.reasoning = f"{who}: {describe(first)} {_per(first)}"
+    report.reasoning = f"{who}: {describe(first)} {_per(first)}{why_read(first)}"
     if not first.recognised:
         report.cause = f"a failure in a format hvdlog does not know: {who}: {report.cause}"
     report.confidence = _confidence(rank, first, ordered_by, items)
@@ -296,11 +301,15 @@ def _confidence(rank: _Rank, first: Evidence, ordered_by: str, items: list[Evide
     earlier = [item for item in items if item.order < first.order and item.meaning == "fault"]
     if not first.recognised or any(not item.recognised for item in earlier):
         return "possible"  # a failure in a format hvdlog does not know is the culprit, or came first (its own too)
+    if first.kind == "nccl_warn":
+        return "possible"  # a warning read as the failure from the rank's silence after it: no failure line confirms it
     if rank.rank is None:
         return "possible" if first.own else "unknown"  # a failure, but whose the logs do not say
     # another rank's death evidence came first
     other_death = any(item.rank is not None and (epoch_of(item.doc), item.rank) != (rank.epoch, rank.rank) for item in earlier)
-    return "certain" if ordered_by in ("only", "time") and first.own and not other_death else "likely"
+    # a consequence read as the failure (hvdlog.analyses.last_words) rests on what the logs lack
+    sure = ordered_by in ("only", "time") and first.own and not other_death and first.read_as is None
+    return "certain" if sure else "likely"
 
 
 def _apply_same_way(report: FailureReport, ranks: list[int], first: Evidence) -> None:
@@ -442,11 +451,13 @@ def _is_failure(item: Evidence) -> bool:
     return item.meaning in ("fault", "consequence", "verdict") or item.kind == "expected_exit"
 
 
-def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[FailureReport]:
+def first_failure(docs: Iterable[Document], *, size: int | None = None, last_words: Mapping[Key, Document] | None = None) -> list[FailureReport]:
     """One report per job that has any failure, ordered by the job's first failure.
 
     ``size``: the job size when the user knows it (``--size``); else the jobs' own events
     say it, or it is unknown. The native echo of an uncaught exception counts once (echoes).
+    ``last_words``: per (job, rank), the NCCL WARN that opens the error chain the rank's output
+    ends in (:func:`~hvdlog.analyses.last_words.find_last_words`); without it, no NCCL chain is a failure.
     """
     by_job: dict[Any, list[Document]] = {}
     for doc in drop_echoes(in_place(docs)):
@@ -454,6 +465,9 @@ def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[
     reports = []
     for job, job_docs in by_job.items():
         items = [item for order, doc in enumerate(job_docs) if (item := evidence_of(doc, order)) is not None]
+        quiet: set[tuple[int | None, int]] = {(epoch - 1, rank) for rank, epoch, _ in lost_ranks(job_docs)}
+        quiet |= {(None, rank) for rank in _silent_ranks(job_docs, _by_rank(items), size)[0]}
+        items = read_in_context(items, {key: doc for key, doc in (last_words or {}).items() if key[0] == job}, quiet)
         failures = [item for item in items if _is_failure(item)]
         if _failed(failures) or lost_ranks(job_docs):
             report = _report(job, job_docs, failures, size, _last_stall_warning(items))
@@ -464,10 +478,11 @@ def first_failure(docs: Iterable[Document], *, size: int | None = None) -> list[
 
 def find_first_failure(search: Callable[[Filter], Iterable[Document]], base: Filter, *, size: int | None = None) -> list[FailureReport]:
     """:func:`first_failure` from a source: failure evidence first, then, for an elastic job that
-    reset, the steps after its first reset (did it go on, and up to which step)."""
+    reset, the steps after its first reset (did it go on, and up to which step), and for a rank
+    with an NCCL WARN, its last words (did NCCL go on after it)."""
     docs = list(search(replace(base, any_of=FAILURE_EVENTS)))
     extra = recovery_filter(docs, base)
     if extra is not None:
         docs += [doc for doc in search(extra) if not Filter(any_of=FAILURE_EVENTS).matches(doc)]
-    return first_failure(docs, size=size)
+    return first_failure(docs, size=size, last_words=find_last_words(search, docs, base))
 

@@ -32,9 +32,11 @@ import orjson
 
 from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 from hvdlog.analyses.history import JobRecord
+from hvdlog.analyses.last_words import CHAIN_KINDS
 from hvdlog.analyses.report import iso
 from hvdlog.documents import Document, get_field, sort_key, timestamp_millis
 from hvdlog.layout import parse_path, walk
+from hvdlog.parse.evidence_rules import KIND
 from hvdlog.query.spec import Filter
 
 __all__ = ["EVIDENCE_PER_JOB", "PAGE", "from_elasticsearch", "from_roots", "history_aggregations", "record_of"]
@@ -50,7 +52,9 @@ _TAIL: Final = 16384
 def record_of(job: str, hosts: dict[str, int], first_ms: int | None, last_ms: int | None, last_step: int | None,
               evidence: Iterable[Document]) -> JobRecord:
     """A job's record from its facts and failure evidence (capped and ordered here, the same for every source)."""
-    docs = sorted((doc for doc in evidence if get_field(doc, "process.exit_code") != 0), key=sort_key)[:EVIDENCE_PER_JOB]
+    # NCCL's WARN chains are a failure only by a rank's last words, which history does not read: they take no place
+    docs = sorted((doc for doc in evidence if get_field(doc, "process.exit_code") != 0 and get_field(doc, KIND) not in CHAIN_KINDS),
+                  key=sort_key)[:EVIDENCE_PER_JOB]
     record = JobRecord(job, iso(first_ms), iso(last_ms), dict(sorted(hosts.items())), last_step)
     reports = first_failure(docs) if docs else []
     if reports and not reports[0].recovered:
@@ -148,7 +152,8 @@ def history_aggregations() -> dict[str, dict[str, Any]]:
 
     return {
         "evidence": {"first": {"top_hits": {"size": EVIDENCE_PER_JOB, "sort": [{"@timestamp": "asc"}]}}},
-        "evidence_query": {"bool": {"filter": [to_query(Filter(any_of=FAILURE_EVENTS))], "must_not": [{"term": {"process.exit_code": 0}}]}},
+        "evidence_query": {"bool": {"filter": [to_query(Filter(any_of=FAILURE_EVENTS))],
+                                    "must_not": [{"term": {"process.exit_code": 0}}, {"terms": {KIND: sorted(CHAIN_KINDS)}}]}},
         "hosts": {"ranks": {"cardinality": {"field": "rank"}}, "first": {"min": {"field": "@timestamp"}},
                   "last": {"max": {"field": "@timestamp"}}, "last_step": {"max": {"field": "step"}}},
     }

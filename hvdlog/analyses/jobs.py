@@ -13,7 +13,7 @@ Times are the events' own: a copied folder (``cp -r``) keeps its jobs' times.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -23,6 +23,7 @@ import orjson
 from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 from hvdlog.analyses.job import build
 from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
+from hvdlog.analyses.last_words import Key, find_last_words
 from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.stalls import STALL_EVENTS, stall_episodes
 from hvdlog.documents import Document, get_field, timestamp_millis
@@ -135,7 +136,7 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
             continue  # folded above
         if Filter(any_of=END_EVENTS).matches(doc) or Filter(any_of=STALL_EVENTS[:2]).matches(doc):
             facts.add(doc)
-    return _row(facts, needed + tails, size, len(files), where, now)
+    return _row(facts, needed + tails, size, len(files), where, now, find_last_words(source.search, needed, Filter()))
 
 
 #: What the status needs beyond the files' ends: failure evidence, stall reports, exit records.
@@ -150,9 +151,11 @@ def status_documents(search: Callable[[Filter, int | None], Iterable[Document]],
     return docs + list(search(since_reset, 1)) if since_reset is not None else docs
 
 
-def _row(facts: JobFacts, docs: list[Document], size: int | None, files: int | None, where: str, now: float | None) -> JobRow:
-    """The row of one job: the job model built from the documents read (the status rule is the report's)."""
-    reports = first_failure(docs) if docs else []
+def _row(facts: JobFacts, docs: list[Document], size: int | None, files: int | None, where: str, now: float | None,
+         words: Mapping[Key, Document] | None = None) -> JobRow:
+    """The row of one job: the job model built from the documents read (the status rule is the report's);
+    ``words``: the ranks' last words after an NCCL WARN (:func:`~hvdlog.analyses.last_words.find_last_words`)."""
+    reports = first_failure(docs, last_words=words) if docs else []
     episodes = stall_episodes(doc for doc in docs if Filter(any_of=(*STALL_EVENTS, Condition("step"))).matches(doc))
     model = build(facts, reports[0].to_json() if reports else None, episodes, (), docs, now)
     return JobRow(
@@ -180,7 +183,9 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
                         "aggs": {"first": {"min": {"field": "@timestamp"}}, "last": {"max": {"field": "@timestamp"}}}},
                 "ranks": {"terms": {"field": "rank", "size": 4096}},
                 "hosts": {"terms": {"field": "host.name", "size": 256}},
-                "errors": {"filter": {"terms": {"log.level": ["error", "critical"]}}},
+                # errors, and NCCL's WARN lines (a failure when NCCL's error chain ends a rank's output)
+                "errors": {"filter": {"bool": {"should": [{"terms": {"log.level": ["error", "critical"]}},
+                                                          {"term": {"hvdlog.evidence.kind": "nccl_warn"}}]}}},
                 # exit records and stall reports: the facts the status rests on (JobFacts)
                 "ends": {"filter": {"terms": {"event.action": ["process_exit", "launcher_exit", "stall"]}}},
                 # the newest event that is neither a stall report nor an exit record: is a stall the job's last word?
@@ -196,10 +201,12 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
 
 
 def from_aggregation(
-    response: dict[str, Any], errors_of: Callable[[str], list[Document]], where: str, now: float | None = None
+    response: dict[str, Any], errors_of: Callable[[str], list[Document]], where: str, now: float | None = None,
+    words_of: Callable[[list[Document]], Mapping[Key, Document]] | None = None,
 ) -> list[JobRow]:
     """Rows from :func:`jobs_query`'s answer; ``errors_of(job)`` fetches the job's :data:`NEEDED` documents
-    (only for a job with errors, exit records or stall reports)."""
+    (only for a job with errors, exit records or stall reports); ``words_of(docs)``, the ranks' last words
+    after an NCCL WARN among them (:func:`~hvdlog.analyses.last_words.find_last_words`)."""
     rows = []
     for bucket in response.get("aggregations", {}).get("jobs", {}).get("buckets", []):
         facts = JobFacts(str(bucket["key"]))
@@ -219,5 +226,5 @@ def from_aggregation(
                 facts.add(doc)
         active = bucket.get("active", {}).get("last", {}).get("value")
         facts.last_activity_ms = int(active) if active is not None else facts.last_activity_ms
-        rows.append(_row(facts, docs, None, None, where, now))
+        rows.append(_row(facts, docs, None, None, where, now, words_of(docs) if words_of is not None and docs else None))
     return rows

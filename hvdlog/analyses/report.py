@@ -19,6 +19,7 @@ from hvdlog.analyses.autotune import AutotuneResult, describe
 from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 from hvdlog.analyses.job import QUIET_SECONDS, JobModel, build
 from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
+from hvdlog.analyses.last_words import find_last_words
 from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.resources import RESOURCE_EVENTS, figures, short
 from hvdlog.analyses.stalls import STALL_EVENTS, find_stalls
@@ -155,11 +156,14 @@ def models(
 ) -> tuple[dict[str | None, JobModel], list[RankProgress]]:
     """Every job's model from the kept documents, and the stragglers rows (with the timeline's evidence, as
     ``hvdlog stragglers`` judges them). ``reread``: the source searched again where the kept documents
-    cannot answer (untimed stall reports: :func:`~hvdlog.analyses.stalls.find_stalls`)."""
+    cannot answer (untimed stall reports: :func:`~hvdlog.analyses.stalls.find_stalls`; a rank's last words
+    after an NCCL WARN: :func:`~hvdlog.analyses.last_words.find_last_words`)."""
     from hvdlog.timeline.wait_evidence import attach
 
     base = replace(base or Filter(), any_of=())
-    failures = {str(r.job): r.to_json() for r in first_failure(_failure_documents(kept, base))}
+    evidence = _failure_documents(kept, base)
+    words = find_last_words(reread, evidence, base) if reread is not None else None  # did NCCL go on after a WARN?
+    failures = {str(r.job): r.to_json() for r in first_failure(evidence, last_words=words)}
     episodes = find_stalls(_searcher(kept), base, reread=reread)
     rows = stragglers(d for d in kept if Filter(any_of=STEP_EVENTS).matches(d))
     attach(rows, dict(timelines))  # as `hvdlog stragglers` does: the same rows, the same flags

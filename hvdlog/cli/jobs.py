@@ -29,8 +29,10 @@ def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[Jo
     from dataclasses import replace
 
     from hvdlog.analyses.jobs import NEEDED, status_documents
+    from hvdlog.analyses.last_words import find_last_words
     from hvdlog.query.es import ElasticsearchSource
     from hvdlog.query.source import SourceError
+    from hvdlog.query.spec import Filter
 
     source = ElasticsearchSource(url, index=index, timeout=timeout, warn=warn, ca_certs=es_ca)
     try:
@@ -39,7 +41,7 @@ def _from_es(url: str, index: str, timeout: float, es_ca: str | None) -> list[Jo
             response = es.search(index=index, size=0, aggs=jobs_query(), ignore_unavailable=True)
         return from_aggregation(
             dict(response), lambda job: status_documents(source.search, replace(NEEDED, jobs=(job,))),
-            source.label,
+            source.label, words_of=lambda docs: find_last_words(source.search, docs, Filter()),
         )
     except SourceError as exc:
         fail(f"{source.label}: {exc}")

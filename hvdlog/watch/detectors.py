@@ -29,9 +29,11 @@ from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
 from hvdlog.analyses.hang import HangVerdict, hang_verdict, roll_call
 from hvdlog.analyses.job import culprit_of, status_of, verdict_of
 from hvdlog.analyses.job_facts import JobFacts
+from hvdlog.analyses.last_words import CHAIN_KINDS
 from hvdlog.analyses.stalls import STALL_EVENTS, StallEpisode, stall_episodes
 from hvdlog.analyses.stragglers import corroborate, settle, stragglers
 from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.parse.evidence_rules import KIND
 from hvdlog.query.spec import MAX_JOB_SIZE, Filter, format_ranks
 from hvdlog.timeline.wait_evidence import attach
 
@@ -221,7 +223,7 @@ class Watcher:
         rank = doc.get("rank")
         if isinstance(size := doc.get("size"), int) and 0 < size <= MAX_JOB_SIZE:
             job.size = size
-        failure = _IS_FAILURE.matches(doc) and not _is_stall_report(doc) and not _clean_exit(doc)
+        failure = _IS_FAILURE.matches(doc) and not _is_stall_report(doc) and not _clean_exit(doc) and not _nccl_chain(doc)
         stall = _IS_STALL.matches(doc)
         if isinstance(rank, int) and not isinstance(rank, bool):
             job.last_seen[rank] = now
@@ -551,6 +553,13 @@ def _stall_details(episode: StallEpisode, verdict: HangVerdict) -> dict[str, Any
 def _clean_exit(doc: Document) -> bool:
     """A rank's own exit record with status 0: the end of a job, not a failure."""
     return bool(get_field(doc, "event.action") == "process_exit" and get_field(doc, "process.exit_code") == 0)
+
+
+def _nccl_chain(doc: Document) -> bool:
+    """NCCL's WARN and its unwinding: a failure only when they end the rank's output (hvdlog.analyses.last_words),
+    which a live job's newest lines cannot say yet (NCCL may go on a line later); a rank silent after them is the
+    silence alert's."""
+    return get_field(doc, KIND) in CHAIN_KINDS
 
 
 def _is_stall_report(doc: Document) -> bool:

@@ -23,6 +23,8 @@ HVDLOG = str(Path(sys.executable).with_name("hvdlog"))
 ELASTIC_JOB = REPO / "tests" / "corpus" / "elastic"
 CRASH = REPO / "tests" / "corpus" / "realworld" / "mpich-hydra-traceback"
 STALL = REPO / "tests" / "corpus" / "realworld" / "v018-stalled-ranks-shutdown-mpich"
+#: An NCCL WARN chain that ends rank 1's output: a failure only by the rank's last words, read from the source.
+CHAIN = REPO / "tests" / "corpus" / "realworld" / "nccl-warn-chain-then-silence"
 
 
 def crash_sources(es_url: str) -> tuple[list[str], list[str]]:
@@ -50,7 +52,7 @@ def count(es: Any, namespace: str) -> int:
 def fixture_imported(es_url: str) -> dict[str, subprocess.CompletedProcess[str]]:
     """Templates installed, then both corpora imported, each into its own namespace."""
     runs = {}
-    for namespace, path in (("importjob", ELASTIC_JOB), ("importcrash", CRASH), ("importstall", STALL)):
+    for namespace, path in (("importjob", ELASTIC_JOB), ("importcrash", CRASH), ("importstall", STALL), ("importchain", CHAIN)):
         install = hvdlog("install", "--es", es_url, "--namespace", namespace)
         assert install.returncode == 0, install.stderr
         runs[namespace] = hvdlog("import", "--es", es_url, "--namespace", namespace, "--tz", "UTC", str(path))
@@ -137,6 +139,22 @@ class TestImport:
         assert run.returncode == 2, run.stderr
         assert run.stderr.strip() == ("hvdlog: error: over Elasticsearch, the documents name several jobs: "
                                       "name one with --job J (`hvdlog jobs --es URL` lists them)")
+
+    def test_a_ranks_last_words_as_from_files(self, es_url: str, imported: dict[str, Any]) -> None:
+        """Rank 1's NCCL chain, then nothing: `first-failure`, `report` and `jobs` over Elasticsearch read the rank's
+        last words as over the files and name rank 1 (hvdlog.analyses.last_words)."""
+        where = [str(CHAIN)], ["--es", es_url, "--index", "logs-horovod.*-importchain"]
+        self._same(es_url, "importchain", CHAIN, ["first-failure"])
+        files, elastic = (self._json("report", "--tz", "UTC", *w) for w in where)
+        for answer in (*files, *elastic):
+            answer.pop("more", None)
+        for on_files, on_es in zip(files, elastic, strict=False):
+            _untimed_alike(on_files, on_es)
+        assert files == elastic and files[0]["verdict"]["culprit"] == [1], files
+        files, elastic = (self._json("jobs", *w) for w in where)
+        keys = ("job", "ranks", "status", "verdict")
+        assert [{key: row[key] for key in keys} for row in files] == [{key: row[key] for key in keys} for row in elastic]
+        assert files[0]["status"]["state"] == "failed", files
 
     def test_crash_console_jobs_as_from_files(self, es_url: str, imported: dict[str, Any]) -> None:
         """The crash console in `jobs`: one row from both sources, with the same name, ranks, times, status and verdict."""

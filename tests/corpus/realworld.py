@@ -42,19 +42,7 @@ _TEXT_FIELDS = ("message", "error.message", "error.stack_trace")
 #: some survey cases, in the failure analysis (hvdlog/analyses/failures.py), as (case, aspect): reason.
 #: tests/parse/test_realworld.py runs them as strict xfails: once fixed, the test reports XPASS and
 #: fails until the entry is removed.
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    # Format families of the issue-41 survey that no rule knows yet (tests/corpus/realworld/FORMATS.md,
-    # "Cases to add"): the shapes a safety net for unknown failure lines has to catch (what the net
-    # catches is no longer listed).
-    **{(case, aspect): f"FORMATS.md {family}: {why}" for case, family, why, aspects in (
-        ("gloo-unbound-buffer-timeout", "F31", ("Gloo's `Timed out waiting` is an error, but a receive timeout is a "
-         "consequence: with no peer death before it, rank 0's output 'does not say why' (hvdlog/analyses/failures.py)"),
-         ("first_failure",)),
-        ("nccl-warn-chain-then-silence", "F21", ("an NCCL WARN chain with no exception after it is no failure (a chain is "
-         "fatal only when NCCL did not go on after it: the IB-to-socket fallback of horovod.launcher/nccl-debug-rank0-stdout.log "
-         "has one; the failure model does not see a rank's last output)"), ("first_failure",)),
-    ) for aspect in aspects},
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)
@@ -229,9 +217,9 @@ def library_answers(case: RealCase, aspect: str) -> list[dict[str, Any]]:
 
         return json.loads(json.dumps(list(parse_paths(case.inputs(), timezone=case.timezone)), default=str))
     if aspect == "first_failure":
-        from hvdlog.analyses.failures import FAILURE_EVENTS, first_failure
+        from hvdlog.analyses.failures import find_first_failure
 
-        return [report.to_json() for report in first_failure(source.search(Filter(any_of=FAILURE_EVENTS)))]
+        return [report.to_json() for report in find_first_failure(source.search, Filter())]
     if aspect == "stalls":
         from hvdlog.analyses.stalls import find_stalls
 

@@ -108,9 +108,9 @@ ANSWER_ASPECTS: tuple[str, ...] = ("first_failure", "stalls", "grep_error", "gre
 #: ranks' own captures, never a console: test_filebeat.py ``test_no_console_is_shipped``). The
 #: wrap variants are counted here so a change that breaks more of them shows.
 VARIANT_ANSWERS_RIGHT_THROUGH_LOGSTASH: dict[str, int] = {
-    "unchanged": 102, "ansi": 92, "crlf": 102, "cut-first": 69, "cut-last": 68, "interleaved": 28, "output-copy": 4,
-    "prefix-ci": 92, "prefix-compose": 92, "prefix-determined": 92, "prefix-kubectl-prefix": 92, "prefix-kubectl-timestamps": 92,
-    "prefix-ray": 92, "prefix-syslog": 92, "torn": 1, "tqdm-glued": 92, "wrap": 85,
+    "unchanged": 124, "ansi": 114, "crlf": 124, "cut-first": 84, "cut-last": 72, "interleaved": 37, "output-copy": 4,
+    "prefix-ci": 113, "prefix-compose": 113, "prefix-determined": 113, "prefix-kubectl-prefix": 113, "prefix-kubectl-timestamps": 113,
+    "prefix-ray": 113, "prefix-syslog": 113, "torn": 1, "tqdm-glued": 114, "wrap": 106,
 }
 
 @pytest.fixture(name="jruby", scope="module")
