@@ -335,3 +335,32 @@ cause the program to abort.
 """)
         assert [doc["message"] for doc in docs] == ["cause the program to abort.", self.RULE, "[node-a:4242] CUDA: Error in cuMemcpy: res=-1", "-" * 60]
         assert docs[1]["log"]["level"] == "info"
+
+
+class TestExcepthookFailed:
+    """Python's report when the program's sys.excepthook raised: the hook's traceback, then
+    `Original exception was:` and the exception that ended the program (horovod/horovod#1613,
+    pytorch/pytorch#126379). One event, whose error is the program's own exception."""
+
+    def test_the_original_exception_is_the_events_error(self) -> None:
+        docs = _parse("""Error in sys.excepthook:
+Traceback (most recent call last):
+  File "/srv/app/report.py", line 18, in on_uncaught
+    rank = hvd.rank()
+ValueError: Horovod has not been initialized; use hvd.init().
+
+Original exception was:
+Traceback (most recent call last):
+  File "train.py", line 8, in <module>
+    loss = 1 / count
+ZeroDivisionError: division by zero
+epoch 2""")
+        assert [doc["message"].splitlines()[0] for doc in docs] == ["Error in sys.excepthook:", "epoch 2"]
+        assert docs[0]["log"]["level"] == "error" and docs[0]["error"]["type"] == "ZeroDivisionError"
+        assert docs[0]["error"]["message"] == "division by zero" and "Horovod has not been initialized" in docs[0]["error"]["stack_trace"]
+
+    def test_a_report_whose_tracebacks_were_lost_is_one_error(self) -> None:
+        """Printing both tracebacks failed too: the two lines and the blank between them, one error event."""
+        docs = _parse("Error in sys.excepthook:\n\nOriginal exception was:\nepoch 2")
+        assert [(doc["message"], doc["log"]["level"]) for doc in docs] == [
+            ("Error in sys.excepthook:\n\nOriginal exception was:", "error"), ("epoch 2", "info")]
