@@ -324,6 +324,23 @@ the job to be terminated. The first process to do so was:
         assert docs[0]["hvdlog"]["evidence"] == {"kind": "signal", "source": "mpirun_noticed", "rank": 7}
         assert "rank" not in docs[1] and docs[1]["hvdlog"]["evidence"] == {"kind": "launcher_verdict", "source": "openmpi_box", "rank": 0}
 
+    def test_a_peers_disconnection_is_a_survivors_report(self) -> None:
+        """Open MPI's peer-disconnected box says a peer died: an error whose evidence is a peer's loss (never the
+        culprit), and ORTE's error log line outside a box is an error though it has no severity word."""
+        docs = _box_docs(f"""
+{self.RULE}
+An MPI communication peer process has unexpectedly disconnected.  This
+usually indicates a failure in the peer process (e.g., a crash or
+otherwise exiting without calling MPI_FINALIZE first).
+
+  Local host: node-a
+  Local PID:  4242
+  Peer host:  node-b
+{self.RULE}
+[node-a:04242] [[51423,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file base/plm_base_launch_support.c at line 1230
+""")
+        assert [(doc["log"]["level"], doc["hvdlog"]["evidence"]["kind"]) for doc in docs] == [("error", "peer_loss"), ("error", "unrecognised")]
+
     def test_a_rule_alone_and_a_box_opened_on_a_closing_rule(self) -> None:
         """A capture that starts inside a box: its closing rule opens nothing past Open MPI's handler line; a rule of
         another length is a print."""
