@@ -324,6 +324,23 @@ the job to be terminated. The first process to do so was:
         assert docs[0]["hvdlog"]["evidence"] == {"kind": "signal", "source": "mpirun_noticed", "rank": 7}
         assert "rank" not in docs[1] and docs[1]["hvdlog"]["evidence"] == {"kind": "launcher_verdict", "source": "openmpi_box", "rank": 0}
 
+    def test_a_peers_disconnection_is_a_survivors_report(self) -> None:
+        """Open MPI's peer-disconnected box says a peer died: an error whose evidence is a peer's loss (never the
+        culprit), and ORTE's error log line outside a box is an error though it has no severity word."""
+        docs = _box_docs(f"""
+{self.RULE}
+An MPI communication peer process has unexpectedly disconnected.  This
+usually indicates a failure in the peer process (e.g., a crash or
+otherwise exiting without calling MPI_FINALIZE first).
+
+  Local host: node-a
+  Local PID:  4242
+  Peer host:  node-b
+{self.RULE}
+[node-a:04242] [[51423,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer in file base/plm_base_launch_support.c at line 1230
+""")
+        assert [(doc["log"]["level"], doc["hvdlog"]["evidence"]["kind"]) for doc in docs] == [("error", "peer_loss"), ("error", "unrecognised")]
+
     def test_a_rule_alone_and_a_box_opened_on_a_closing_rule(self) -> None:
         """A capture that starts inside a box: its closing rule opens nothing past Open MPI's handler line; a rule of
         another length is a print."""
@@ -335,3 +352,32 @@ cause the program to abort.
 """)
         assert [doc["message"] for doc in docs] == ["cause the program to abort.", self.RULE, "[node-a:4242] CUDA: Error in cuMemcpy: res=-1", "-" * 60]
         assert docs[1]["log"]["level"] == "info"
+
+
+class TestExcepthookFailed:
+    """Python's report when the program's sys.excepthook raised: the hook's traceback, then
+    `Original exception was:` and the exception that ended the program (horovod/horovod#1613,
+    pytorch/pytorch#126379). One event, whose error is the program's own exception."""
+
+    def test_the_original_exception_is_the_events_error(self) -> None:
+        docs = _parse("""Error in sys.excepthook:
+Traceback (most recent call last):
+  File "/srv/app/report.py", line 18, in on_uncaught
+    rank = hvd.rank()
+ValueError: Horovod has not been initialized; use hvd.init().
+
+Original exception was:
+Traceback (most recent call last):
+  File "train.py", line 8, in <module>
+    loss = 1 / count
+ZeroDivisionError: division by zero
+epoch 2""")
+        assert [doc["message"].splitlines()[0] for doc in docs] == ["Error in sys.excepthook:", "epoch 2"]
+        assert docs[0]["log"]["level"] == "error" and docs[0]["error"]["type"] == "ZeroDivisionError"
+        assert docs[0]["error"]["message"] == "division by zero" and "Horovod has not been initialized" in docs[0]["error"]["stack_trace"]
+
+    def test_a_report_whose_tracebacks_were_lost_is_one_error(self) -> None:
+        """Printing both tracebacks failed too: the two lines and the blank between them, one error event."""
+        docs = _parse("Error in sys.excepthook:\n\nOriginal exception was:\nepoch 2")
+        assert [(doc["message"], doc["log"]["level"]) for doc in docs] == [
+            ("Error in sys.excepthook:\n\nOriginal exception was:", "error"), ("epoch 2", "info")]

@@ -133,10 +133,11 @@ def launcher_event(event, lines)
     event.set("[event][dataset]", "horovod.core")
   elsif headless_stall(event, first)
     # a per-tensor stall line whose header was lost: still a stall report of those ranks
-  elsif match(@traceback, first) || match(@frame, first) || match(@lone_exception, first) ||
+  elsif match(@traceback, first) || match(@frame, first) || match(@lone_exception, first) || match(@excepthook, first) ||
         (first.start_with?(" ", "\t") && lines[1] && match(@frame, lines[1]))
     # a traceback, one whose header was lost (frames first, or a frame's code line first: the
-    # cut fell inside a frame), or an exception line alone
+    # cut fell inside a frame), an exception line alone, or Python's report of a failed
+    # sys.excepthook (the hook's traceback, then the program's own after `Original exception was:`)
     traceback(event, lines)
   elsif (found = captures(@hydra_rank, first))
     # MPICH/Intel MPI's box: `=   RANK N PID P RUNNING AT host` then how it ended
