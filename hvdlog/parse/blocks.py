@@ -230,7 +230,9 @@ def _opener_of(rules: Grammar, core: CompiledPattern, line: str) -> Opener | Non
 class Step(NamedTuple):
     """How the grammar takes one line of a stream (:func:`walk`)."""
 
-    kind: str  # "open" (begins a block), "single" (a document of its own), "continue", "hold" (a blank kept if the block goes on), "skip" (a blank line between documents)
+    #: "open" (begins a block), "single" (a document of its own), "continue", "hold" (a blank line
+    #: kept if the block goes on) or "skip" (a blank line between documents)
+    kind: str
     name: str | None  # the opener ("open") or the state rule ("continue", "hold") that took the line
     state: str | None  # the open block's state before the line (None: no block was open)
     previous: str  # the open block's last line before this one ("" when none)
