@@ -11,9 +11,11 @@ first golden document of each dataset), the multiline patterns of ``shipper/file
 when the root holds it (written from the declared grammar, hvdlog/parse/assets/blocks.json), and
 the gsub regexes of ``logstash/pipeline/horovod-native.conf`` (from the grok pattern file,
 :mod:`hvdlog.elastic.logstash_conf`); the rest of those two files is left as it is, and their
-first line says which part is generated. Every generated file that can hold a comment says so
-in its first line; JSON cannot, so the templates and saved objects do not. It is a developer's tool: nothing here reads the tests
-from where the package is installed.
+first line says which part is generated. Every generated file says so in its first line: a
+comment where the format has one, the saved objects in the export summary Kibana's import drops.
+A JSON template or policy cannot (setup/setup.sh PUTs each file as it is, so not even an extra
+key): elasticsearch/README.md says they are generated. It is a developer's tool: nothing here
+reads the tests from where the package is installed.
 
 The committed files carry the defaults (0 replicas, 14 days retention); ``hvdlog install``
 renders the same objects with the cluster's own values.

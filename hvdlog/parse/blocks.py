@@ -14,14 +14,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from hvdlog.parse.bounded import TRUNCATED_TAG
 from hvdlog.parse.patterns import CompiledPattern, compile_pattern
+from hvdlog.parse.stalls import is_cut_header
 
 __all__ = [
-    "BLOCKS_FILE", "MAX_DOCUMENT_BYTES", "MAX_PIECES", "TRUNCATED_TAG", "Grammar", "Opener", "Rule", "bound", "cut_text",
-    "filebeat_patterns", "grammar", "load_blocks", "segments",
+    "BLOCKS_FILE", "MAX_DOCUMENT_BYTES", "MAX_PIECES", "TRUNCATED_TAG", "Grammar", "Opener", "Rule", "Step", "bound", "cut_text",
+    "filebeat_patterns", "grammar", "load_blocks", "segments", "walk",
 ]
 
 #: The grammar, shipped inside the package; ``HVDLOG_BLOCKS`` points elsewhere.
@@ -164,6 +165,13 @@ class Grammar:
                 return opener
         return None
 
+    def opening(self, line: str) -> Opener | None:
+        """The opener a line that is not a core line begins a block with, as both parsers take it:
+        a ``legacy_stall`` line only when a whole stall header follows its marker (native.py
+        ``_open``, horovod_native/blocks.rb ``opening``), else the line is a document of its own."""
+        opener = self.opener(line)
+        return opener if opener is not None and header_follows(opener, line) else None
+
     def step(self, state: str, line: str, previous: str, blank_before: bool) -> Rule | None:
         """The first rule of ``state`` that ``line`` satisfies (None: the block ends before it)."""
         for rule in self.states.get(state, ()):
@@ -182,6 +190,17 @@ class Grammar:
                 return
 
 
+def header_follows(opener: Opener, line: str) -> bool:
+    """False for a line of an opener with a ``contains`` marker (``legacy_stall``) whose text after
+    the marker is no whole stall header (a `WARNING: One or more tensors` cut short); True for any
+    other opener (horovod_native/blocks.rb ``header_follows?``)."""
+    if opener.contains is None or opener.pattern is None:
+        return True
+    legacy = opener.pattern.match(line[line.find(opener.contains):])
+    message = legacy.get("message") if legacy is not None else None
+    return isinstance(message, str) and compile_pattern("HOROVOD_STALL_HEADER").match(message) is not None
+
+
 @cache
 def grammar(path: Path = BLOCKS_FILE) -> Grammar:
     """The compiled grammar of ``path`` (once per process)."""
@@ -195,42 +214,76 @@ def grammar(path: Path = BLOCKS_FILE) -> Grammar:
 
 
 def _opener_of(rules: Grammar, core: CompiledPattern, line: str) -> Opener | None:
-    """What ``line`` opens: on a core line, a ``core_opens`` of its message; else an ``opens``."""
+    """What ``line`` opens: on a core line, a ``core_opens`` of its message (a stall header a
+    terminal wrapped opens the stall block too, as in native.py ``_core`` and horovod_native
+    ``stall_header?``); else an ``opens``."""
     found = core.match(line) if line.startswith("[") else None
     if found is None:
-        return rules.opener(line)
+        return rules.opening(line)
     message = found.get("message") or ""
-    return next((opener for opener in rules.core_opens if opener.opens(message)), None)
+    opener = next((opener for opener in rules.core_opens if opener.opens(message)), None)
+    if opener is None and is_cut_header(message):
+        opener = next((opener for opener in rules.core_opens if opener.action == "stall"), None)
+    return opener
+
+
+class Step(NamedTuple):
+    """How the grammar takes one line of a stream (:func:`walk`)."""
+
+    #: "open" (begins a block), "single" (a document of its own), "continue", "hold" (a blank line
+    #: kept if the block goes on) or "skip" (a blank line between documents)
+    kind: str
+    name: str | None  # the opener ("open") or the state rule ("continue", "hold") that took the line
+    state: str | None  # the open block's state before the line (None: no block was open)
+    previous: str  # the open block's last line before this one ("" when none)
+    blank_before: bool  # blank lines were held between the block's last line and this one
+
+
+def walk(lines: list[str], *, filebeat_only: bool = False) -> Iterator[Step]:
+    """How the grammar takes each of one stream's lines, in order. Lines are the rank's own
+    text, without launcher prefixes; ``filebeat_only`` ends a block at a rule Filebeat's
+    multiline cannot follow."""
+    rules, core = grammar(), compile_pattern("HOROVOD_CORE_LINE")
+    state: str | None = None
+    last = -1
+    for index, line in enumerate(lines):
+        previous = lines[last] if state is not None else ""
+        blank_before = state is not None and last + 1 < index
+        rule = rules.step(state, line, previous, blank_before) if state is not None else None
+        if rule is not None and (rule.filebeat or not filebeat_only):
+            if rule.then == "hold":
+                yield Step("hold", rule.name, state, previous, blank_before)
+            else:
+                yield Step("continue", rule.name, state, previous, blank_before)
+                state, last = rule.then, index
+            continue
+        before, state = state, None
+        if not line.strip():
+            yield Step("skip", None, before, previous, blank_before)
+            continue
+        opener = _opener_of(rules, core, line)
+        last = index
+        if opener is None:
+            yield Step("single", None, before, previous, blank_before)
+        else:
+            yield Step("open", opener.name, before, previous, blank_before)
+            state = opener.state
 
 
 def segments(lines: list[str], *, filebeat_only: bool = False) -> Iterator[tuple[str | None, int, int]]:
     """(name of the opener or None, first, last) of each document of one stream's lines as the
-    grammar reads them (blank lines between documents are skipped; held blank lines at a block's
-    end are not in it). Lines are the rank's own text, without launcher prefixes;
-    ``filebeat_only`` ends a block at a rule Filebeat's multiline cannot follow."""
-    rules, core = grammar(), compile_pattern("HOROVOD_CORE_LINE")
-    state: str | None = None
-    opened: str | None = None
-    first = last = -1
-    for index, line in enumerate(lines):
-        rule = rules.step(state, line, lines[last], last + 1 < index) if state is not None else None
-        if rule is not None and (rule.filebeat or not filebeat_only):
-            if rule.then != "hold":
-                state, last = rule.then, index
-            continue
-        if state is not None:
-            yield opened, first, last
-            state = None
-        if not line.strip():
-            continue
-        opener = _opener_of(rules, core, line)
-        first = last = index
-        if opener is None:
-            yield None, index, index
-        else:
-            state, opened = opener.state, opener.name
-    if state is not None:
-        yield opened, first, last
+    grammar reads them (:func:`walk`; blank lines between documents are skipped; held blank
+    lines at a block's end are not in it)."""
+    current: list[Any] | None = None
+    for index, step in enumerate(walk(lines, filebeat_only=filebeat_only)):
+        if step.kind in ("open", "single"):
+            if current is not None:
+                yield current[0], current[1], current[2]
+            current = [step.name, index, index]
+        elif step.kind == "continue" and current is not None:
+            current[2] = index
+    if current is not None:
+        yield current[0], current[1], current[2]
 
 
 # --- Filebeat's multiline patterns ----------------------------------------------------------

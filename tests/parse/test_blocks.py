@@ -1,44 +1,11 @@
 """The declared multi-line grammar (hvdlog/parse/assets/blocks.json) as hvdlog parse reads it:
-the transitions golden (the Ruby filter runs the same file, tests/stack/test_logstash_ruby_filter.py),
-and the byte cap both paths apply to a document."""
+segments of a stream, and the byte cap both paths apply to a document. Each row's own samples
+and near-misses are checked in Python and in the ruby filter by tests/parse/test_block_samples.py."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
-import pytest
-
 from hvdlog.parse import parse_lines
-from hvdlog.parse.blocks import MAX_DOCUMENT_BYTES, cut_text, grammar, load_blocks, segments
-
-TRANSITIONS = Path(__file__).resolve().parent / "blocks-transitions.json"
-CASES: list[dict[str, Any]] = json.loads(TRANSITIONS.read_text())["cases"]
-
-
-def python_answer(case: dict[str, Any]) -> dict[str, str | None]:
-    """What hvdlog parse's grammar says for one golden case."""
-    rules = grammar()
-    if "open" in case:
-        opener = rules.opener(case["open"])
-        return {"rule": opener and opener.name, "then": opener and opener.state}
-    rule = rules.step(case["state"], case["line"], case.get("previous", ""), case.get("blank_before", False))
-    return {"rule": rule and rule.name, "then": rule and rule.then}
-
-
-class TestTransitions:
-    @pytest.mark.parametrize("case", CASES, ids=[f"{c.get('state', 'open')}:{c.get('line', c.get('open', ''))[:40]}" for c in CASES])
-    def test_golden(self, case: dict[str, Any]) -> None:
-        """Each case gives the rule and state written in the golden."""
-        assert python_answer(case) == case["expect"]
-
-    def test_every_rule_and_opener_has_a_case(self) -> None:
-        """A rule without a case could change unseen: every one of blocks.json is named by the golden."""
-        data = load_blocks()
-        declared = {row["name"] for rows in data["states"].values() for row in rows} | {row["name"] for row in data["opens"]}
-        named = {case["expect"]["rule"] for case in CASES} - {None}
-        assert declared - named == set()
+from hvdlog.parse.blocks import MAX_DOCUMENT_BYTES, cut_text, segments
 
 
 class TestSegments:

@@ -611,28 +611,7 @@ class TestFilterContract:
         assert tagged == expected and tagged >= 1
 
 
-TRANSITIONS = ROOT / "tests" / "parse" / "blocks-transitions.json"
-
-
 class TestGrammar:
-    def test_transitions_golden(self, jruby: str) -> None:
-        """The ruby filter reads blocks.json as hvdlog parse does: every case of the transitions
-        golden (tests/parse/test_blocks.py runs it in Python) gives the same rule and state, so a
-        disagreement names the rule."""
-        params = {"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE), "blocks_file": str(BLOCKS_FILE)}
-        result = subprocess.run(
-            [jdk_tool("java"), "-jar", jruby, "--dev", str(ROOT / "tests" / "support" / "ruby" / "run_transitions.rb"), str(SCRIPT), json.dumps(params)],
-            stdin=TRANSITIONS.open(), capture_output=True, text=True, check=False, timeout=600,
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-        cases = json.loads(TRANSITIONS.read_text())["cases"]
-        answers = [json.loads(line) for line in result.stdout.splitlines()]
-        assert len(answers) == len(cases)
-        wrong = [(case, answer) for case, answer in zip(cases, answers, strict=True) if answer != case["expect"]]
-        assert not wrong, "\n".join(f"{case.get('state', 'open')} {case.get('line', case.get('open'))!r}: Ruby {answer}, golden {case['expect']}"
-                                     for case, answer in wrong)
-
-
     def test_row_samples(self, jruby: str) -> None:
         """The message table's samples and near-misses, answered by the ruby filter's rows: each
         sample taken by its own row and no earlier one, no near-miss matching its row (the same

@@ -44,29 +44,43 @@ def load_grammar(blocks)
   end.freeze
 end
 
+# Whether `rule` continues a block with `line` (Rule.holds in blocks.py).
+def holds?(rule, line, previous, blank_before)
+  rule.tests.all? { |test| test.call(line, previous, blank_before) }
+end
+
 # The rule of `state` that `line` satisfies (nil: the document ends before it).
 def step(state, line, previous, blank_before)
-  (@states[state] || []).find { |rule| rule.tests.all? { |test| test.call(line, previous, blank_before) } }
+  (@states[state] || []).find { |rule| holds?(rule, line, previous, blank_before) }
+end
+
+# Whether `opener` opens `line`: its prefix, then its pattern (from the `contains` marker on,
+# when it has one), then its conditions (Opener.opens in blocks.py).
+def opens?(opener, line)
+  return false unless line.start_with?(opener.prefix)
+  return false if opener.contains && !line.include?(opener.contains)
+  return false if opener.pattern && !match(opener.pattern, opener.contains ? line[line.index(opener.contains)..] : line)
+  opener.tests.all? { |test| test.call(line, "", false) }
 end
 
 # The first opener of blocks.json `opens` that `line` satisfies, or nil.
 def opener_of(line)
-  @opens.find do |opener|
-    next false unless line.start_with?(opener.prefix)
-    next false if opener.contains && !line.include?(opener.contains)
-    next false if opener.pattern && !match(opener.pattern, opener.contains ? line[line.index(opener.contains)..] : line)
-    opener.tests.all? { |test| test.call(line, "", false) }
-  end
+  @opens.find { |opener| opens?(opener, line) }
+end
+
+# False for a `legacy_stall` line whose text after the marker is no whole stall header
+# (<= v0.16's bare `WARNING: ` header, also after a space or glued to progress output, cut short);
+# true for any other opener (header_follows in blocks.py).
+def header_follows?(opener, line)
+  return true unless opener.contains
+  legacy = captures(opener.pattern, line[line.index(opener.contains)..])
+  legacy && captures(@stall_header, legacy["message"]) ? true : false
 end
 
 # The state a line opens (nil: a document of its own).
 def opening(line)
   found = opener_of(line)
-  return nil unless found
-  return found.state unless found.contains
-  # <= v0.16's bare `WARNING: ` header, also after a space or glued to progress output
-  legacy = captures(found.pattern, line[line.index(found.contains)..])
-  legacy && captures(@stall_header, legacy["message"]) ? found.state : nil
+  found && header_follows?(found, line) ? found.state : nil
 end
 
 # The block's lines cut into the documents hvdlog parse makes of them; blank lines between
