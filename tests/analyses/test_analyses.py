@@ -130,10 +130,11 @@ class TestHorovodStallInspector:
 
 def _inspector_report(at: str, missing: int, tensor: str) -> list[str]:
     """Horovod 0.28's stall inspector on rank 0's stderr (the form of tests/corpus/horovod.core/mpi-stall-*)."""
-    return [f"[1,0]<stderr>:[2026-11-29 {at}: W /opt/horovod/common/stall_inspector.cc:107] One or more tensors were submitted "
-            "to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than "
-            "2 seconds. This may indicate that different ranks are trying to submit different tensors or that only subset of "
-            "ranks is submitting tensors, which will cause deadlock. ",
+    header = (f"[1,0]<stderr>:[2026-11-29 {at}: W /opt/horovod/common/stall_inspector.cc:107] One or more tensors were submitted "
+              "to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than "
+              "2 seconds. This may indicate that different ranks are trying to submit different tensors or that only subset of "
+              "ranks is submitting tensors, which will cause deadlock. ")
+    return [header,
             "[1,0]<stderr>:Missing ranks:", f"[1,0]<stderr>:{missing}: [{tensor}]"]
 
 
