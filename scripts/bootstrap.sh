@@ -2,7 +2,7 @@
 # Idempotent bootstrap of what `make demo` or `make test` needs, outside the clone.
 #   bootstrap.sh demo: a venv with PyTorch, a Horovod built here (Gloo + MPI), Open MPI, and
 #                      hvdlog[cli] from this checkout: all the demo runs.
-#   bootstrap.sh check: the demo's venv plus hvdlog[test] (pytest, ruff, mypy): what `make check` runs.
+#   bootstrap.sh check: the demo's venv plus hvdlog[test] (pytest, pytest-xdist, ruff, mypy): what `make check` runs.
 #   bootstrap.sh test: the same, plus the test tools: Elasticsearch 8.19 and 9.x (9.x on a
 #                      JDK 21+), JRuby and a JDK, the mustache linter, the compose-spec checker, a real Filebeat, hvdlog[test]
 #                      (pytest, ruff, mypy) and a wheelhouse for the wheel test.

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,13 +15,15 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tests"))
+# Horovod prints local time without a zone: pin it so golden files are stable.
+os.environ["TZ"] = "UTC"
+# The watcher keeps its key and default spool under $XDG_STATE_HOME: one directory per test process
+# (each `make check` worker is one), so no test reads a spool another wrote, nor the developer's own.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="hvdlog-test-state-")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
 
 from support.elastic_run import ElasticRun, run_example  # noqa: E402
 from support.elasticsearch import ElasticsearchServer, default_es_home, requested_majors  # noqa: E402
-
-# Horovod prints local time without a zone: pin it so golden files are stable.
-os.environ["TZ"] = "UTC"
-
 
 #: Fixtures that start or use the real Elasticsearch: a test asking for one is marked `elasticsearch`.
 ES_FIXTURES = frozenset({"es_major", "es_server", "es_url", "es"})

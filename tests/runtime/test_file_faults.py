@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,7 +138,8 @@ def test_the_job_folder_deleted_mid_run(tmp_path: Path) -> None:
     for i in range(50):
         log.info('before', i=i)
         print('n-before', i)
-    time.sleep(1.2)  # the next writes find the files in place
+    print('written', flush=True)
+    sys.stdin.readline()  # the test saw the lines on disk, then waited over a second: the next writes find the files in place
     log.info('sync')
     print('n-sync', flush=True)
     print('ready', flush=True)
@@ -153,6 +155,17 @@ def test_the_job_folder_deleted_mid_run(tmp_path: Path) -> None:
     reader = threading.Thread(target=lambda: err.append(process.stderr.read() if process.stderr else b""), daemon=True)
     reader.start()
     out = b""
+    native_file = host_dir(root) / "rank-1.stdout.log"
+    deadline = time.monotonic() + 120
+    # The capture process writes the console file on its own time: under load it lags the rank by
+    # seconds. The writers look for a deletion at most once a second, so that second is counted from
+    # when the lines are on disk, not from when the rank printed them (a fixed sleep in the rank).
+    while not (native_file.exists() and b"written\n" in native_file.read_bytes()):
+        assert time.monotonic() < deadline and process.poll() is None, "the first lines never reached the console file"
+        time.sleep(0.05)
+    time.sleep(1.2)
+    process.stdin.write(b"go\n")
+    process.stdin.flush()
     while b"ready\n" not in out:
         chunk = process.stdout.readline()
         assert chunk, out[-2000:]
