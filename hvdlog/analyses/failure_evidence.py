@@ -18,7 +18,11 @@ from hvdlog.fields import level_at_least
 from hvdlog.parse.evidence_rules import KIND, RANK, SOURCE, evidence_fields
 from hvdlog.parse.messages import signal_names
 
-__all__ = ["TERMINATION", "UNRECOGNISED", "Evidence", "evidence_of", "per_source"]
+#: NCCL's WARN line and the ``-> N`` lines that unwind its error (evidence kinds of the message table):
+#: a failure only when they end the rank's output (hvdlog.analyses.last_words).
+CHAIN_KINDS: Final = frozenset({"nccl_warn", "nccl_unwind"})
+
+__all__ = ["CHAIN_KINDS", "TERMINATION", "UNRECOGNISED", "Evidence", "evidence_of", "per_source"]
 
 #: Signals a rank gets from the launcher (or an operator) when another rank failed.
 TERMINATION: Final = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGPIPE"})
@@ -92,7 +96,7 @@ class Evidence:
         """``fault`` (can start a chain), ``consequence``, ``expected``, ``verdict`` or ``none``."""
         if self.read_as is not None:
             return self.read_as
-        if self.kind in ("nccl_warn", "nccl_unwind"):  # hvdlog.analyses.last_words.CHAIN_KINDS
+        if self.kind in CHAIN_KINDS:
             return "none"  # NCCL may go on after it: a failure only when it ends the rank's output (read_as)
         if self.kind == "expected_exit":
             return "expected"

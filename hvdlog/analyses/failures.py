@@ -465,11 +465,12 @@ def first_failure(docs: Iterable[Document], *, size: int | None = None, last_wor
     reports = []
     for job, job_docs in by_job.items():
         items = [item for order, doc in enumerate(job_docs) if (item := evidence_of(doc, order)) is not None]
-        quiet: set[tuple[int | None, int]] = {(epoch - 1, rank) for rank, epoch, _ in lost_ranks(job_docs)}
+        lost = lost_ranks(job_docs)
+        quiet: set[tuple[int | None, int]] = {(epoch - 1, rank) for rank, epoch, _ in lost}
         quiet |= {(None, rank) for rank in _silent_ranks(job_docs, _by_rank(items), size)[0]}
         items = read_in_context(items, {key: doc for key, doc in (last_words or {}).items() if key[0] == job}, quiet)
         failures = [item for item in items if _is_failure(item)]
-        if _failed(failures) or lost_ranks(job_docs):
+        if _failed(failures) or lost:
             report = _report(job, job_docs, failures, size, _last_stall_warning(items))
             report.fingerprint = fingerprint_of(report)
             reports.append(report)

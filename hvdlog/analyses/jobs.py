@@ -30,6 +30,7 @@ from hvdlog.documents import Document, get_field, timestamp_millis
 from hvdlog.fields import APP_DATASET, UNTIMED
 from hvdlog.layout import listed_job, parse_path, path_rank, walk
 from hvdlog.parse.bounded import MAX_LINE_BYTES
+from hvdlog.parse.evidence_rules import KIND
 from hvdlog.query.copies import is_copy_of
 from hvdlog.query.spec import Condition, Filter
 
@@ -185,7 +186,7 @@ def jobs_query(size: int = 10000) -> dict[str, Any]:
                 "hosts": {"terms": {"field": "host.name", "size": 256}},
                 # errors, and NCCL's WARN lines (a failure when NCCL's error chain ends a rank's output)
                 "errors": {"filter": {"bool": {"should": [{"terms": {"log.level": ["error", "critical"]}},
-                                                          {"term": {"hvdlog.evidence.kind": "nccl_warn"}}]}}},
+                                                          {"term": {KIND: "nccl_warn"}}]}}},
                 # exit records and stall reports: the facts the status rests on (JobFacts)
                 "ends": {"filter": {"terms": {"event.action": ["process_exit", "launcher_exit", "stall"]}}},
                 # the newest event that is neither a stall report nor an exit record: is a stall the job's last word?

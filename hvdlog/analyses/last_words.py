@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from hvdlog.analyses.failure_evidence import Evidence
+from hvdlog.analyses.failure_evidence import CHAIN_KINDS, Evidence
 from hvdlog.analyses.resets import epoch_of
 from hvdlog.documents import Document, get_field, job_of
 from hvdlog.parse.evidence_rules import KIND
@@ -35,8 +35,6 @@ __all__ = ["CHAIN_KINDS", "LastWords", "find_last_words", "read_in_context", "wh
 #: (job, rank): whose last words.
 Key = tuple[Any, int]
 
-#: NCCL's WARN line and the ``-> N`` lines that unwind its error (evidence kinds of the message table).
-CHAIN_KINDS: Final = frozenset({"nccl_warn", "nccl_unwind"})
 _TIMEOUT: Final = compile_pattern("HVDLOG_EVIDENCE_TIMEOUT")
 #: A rank's own end records (its exit, a signal it caught): how it ended, not a sign that it went on.
 _ENDS: Final = frozenset({"process_exit", "launcher_exit", "signal"})
