@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support import evidence_samples
 from support.row_samples import cases, wrong_answers
 
 from hvdlog.fields import FIELDS_BY_NAME, LEVELS
+from hvdlog.parse.evidence_rules import evidence_rules
 from hvdlog.parse.messages import LEVELS_MAP, MESSAGES_FILE, level_words, load_messages, recognise
 from hvdlog.parse.patterns import PatternError, load_definitions
 
@@ -63,6 +65,46 @@ class TestTable:
             first = next((index for index, row in enumerate(rows) if row.fields_of(case.line, case.given) is not None), None)
             answers.append((first, rows[case.row].pattern.match(case.line) is not None))
         assert not wrong_answers(answers), "\n".join(wrong_answers(answers))
+
+    def test_evidence_rules_carry_their_samples(self) -> None:
+        """Every evidence rule carries a sample document and a near-miss; each sample is classified
+        by its own rule, before any earlier one, with the rule's kind, source and the rank it names;
+        no near-miss matches its rule (the ruby filter is checked alike: tests/stack/test_logstash_ruby_filter.py)."""
+        assert len(evidence_rules()) == len(TABLE["evidence"])  # no family switched off: indexes are the table's
+        assert not evidence_samples.unexampled(), "\n".join(evidence_samples.unexampled())
+        all_cases = evidence_samples.cases()
+        assert len(all_cases) >= 2 * len(TABLE["evidence"])
+        wrong = evidence_samples.wrong_answers(all_cases, [evidence_samples.python_answer(case) for case in all_cases], "Python")
+        assert not wrong, "\n".join(wrong)
+
+    def test_a_wrong_evidence_example_is_named(self, tmp_path: Path) -> None:
+        """A sample an earlier rule takes, a sample given the wrong rank, a near-miss its rule takes and
+        a rule without examples are each reported by row."""
+        shutdown = next(i for i, row in enumerate(TABLE["evidence"]) if row["kind"] == "horovod_shutdown")
+        exception = next(i for i, row in enumerate(TABLE["evidence"]) if row["kind"] == "exception")
+        made = [
+            evidence_samples.EvidenceCase(exception, "exception", "rank", {"message": "HorovodInternalError: Horovod has been shut down.",
+                                                                           "log.level": "error", "error.type": "HorovodInternalError", "rank": 1}, 1, True),
+            evidence_samples.EvidenceCase(shutdown, "horovod_shutdown", "rank",
+                                          {"message": "Horovod has been shut down", "log.level": "error", "rank": 1}, 2, True),
+            evidence_samples.EvidenceCase(shutdown, "horovod_shutdown", "rank", {"message": "Horovod has been shut down", "log.level": "error"}, None, False),
+        ]
+        assert evidence_samples.wrong_answers(made, [evidence_samples.python_answer(case) for case in made], "Python") == [
+            f"Python: evidence row {exception} (exception) sample 'HorovodInternalError: Horovod has been shut down.' is taken by row {shutdown}, not its own",
+            (f"Python: evidence row {shutdown} (horovod_shutdown) sample 'Horovod has been shut down' gets "
+             "{'hvdlog.evidence.kind': 'horovod_shutdown', 'hvdlog.evidence.source': 'rank', 'hvdlog.evidence.rank': 1}, not "
+             "{'hvdlog.evidence.kind': 'horovod_shutdown', 'hvdlog.evidence.source': 'rank', 'hvdlog.evidence.rank': 2}"),
+            f"Python: evidence row {shutdown} (horovod_shutdown) near-miss 'Horovod has been shut down' matches it",
+        ]
+        table = json.loads(json.dumps(TABLE))
+        table["evidence"][0].pop("misses")
+        path = tmp_path / "messages.json"
+        path.write_text(json.dumps(table), encoding="utf-8")
+        assert evidence_samples.unexampled(path) == ["evidence row 0 (stall_report, {'event.action': ['stall']}): no misses (what the rule must not match)"]
+        table["evidence"][1]["samples"].append({"message": "x", "hvdlog.evidence.kind": "stall_report"})
+        path.write_text(json.dumps(table), encoding="utf-8")
+        with pytest.raises(ValueError, match="an example gives no evidence fields"):
+            evidence_samples.cases(path)
 
     def test_a_row_gives_its_fields(self) -> None:
         """horovodrun's exit line: rank, exit code, level and the signal the code means."""

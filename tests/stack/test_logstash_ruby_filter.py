@@ -28,14 +28,14 @@ import pytest
 from corpus.cases import cases
 from corpus.realworld import RealCase, answers_over, check, check_documents, library_answers, real_cases
 from corpus.tools_required import installed, jdk_tool
-from support import conf_regexes, row_samples
+from support import conf_regexes, evidence_samples, row_samples
 from support.filebeat_emulation import excluded
 from support.grok import run_logstash
 from support.native_events import LAUNCHER_INPUT, events_of, numbered_streams_of, streams_of
 from support.variant_expectations import case_files, expected_under, materialise
 from support.variants import Variant, variants
 
-from hvdlog.documents import flatten
+from hvdlog.documents import expand, flatten
 from hvdlog.fields import PARSE_FAILURE_TAG
 from hvdlog.layout import without_launcher_copies
 from hvdlog.parse import parse_lines
@@ -627,6 +627,24 @@ class TestGrammar:
         assert len(answers) == len(items) > 0
         wrong = row_samples.wrong_answers(answers)
         assert not wrong, "\n".join(wrong)
+
+    def test_evidence_samples(self, jruby: str) -> None:
+        """The evidence rules' sample documents and near-misses, answered by the ruby filter's rules
+        (horovod_native/evidence_rules.rb `evidence_of`, `classify_all`): each sample classified by
+        its own rule and no earlier one, with the same kind, source and rank, no near-miss matching
+        its rule (the same cases as tests/parse/test_parse_messages.py::TestTable::test_evidence_rules_carry_their_samples)."""
+        params = {"patterns_file": str(PATTERN_FILE), "messages_file": str(MESSAGES_FILE), "blocks_file": str(BLOCKS_FILE)}
+        all_cases = evidence_samples.cases()
+        items = [{"row": case.row, "doc": expand(case.doc)} for case in all_cases]
+        result = subprocess.run(
+            [jdk_tool("java"), "-jar", jruby, "--dev", str(ROOT / "tests" / "support" / "ruby" / "run_evidence_samples.rb"), str(SCRIPT), json.dumps(params)],
+            input=json.dumps(items), capture_output=True, text=True, check=False, timeout=600,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        answers = [json.loads(line) for line in result.stdout.splitlines()]
+        wrong = evidence_samples.wrong_answers(all_cases, answers, "ruby filter")
+        assert not wrong, "\n".join(wrong)
+
 
 WARNING = "UserWarning: torch.distributed.reduce_op is deprecated, please use torch.distributed.ReduceOp instead (warning call {:06d})"
 DEAD_LETTER = ROOT / "logstash" / "pipeline" / "dead_letter.rb"
