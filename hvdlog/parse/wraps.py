@@ -20,7 +20,12 @@ piece, not a line that only a block's lost head would explain: a rank's lines ca
   the table (hvdlog/parse/assets/messages.json) that the piece alone is not
   (``mpirun noticed ... exited on sign`` + ``al 9 (Killed).``).
 
-A joined line whose last piece is again the full width may go on. Only consoles are read so
+A joined line whose last piece is again the full width may go on. A capture wrapped twice (a
+post copied from a 100-column terminal, shown again in a narrower one and copied again) has
+pieces of pieces: once the narrower pieces are joined, the lines of the first width are pieces
+again, and a second pass of the same reading joins them. The second pass holds a line only at
+a width it has already seen (a terminal's width recurs, the length of one joined line does
+not). Only consoles are read so
 (per-rank files are written by horovodrun or hvdlog, no terminal between); a line is held for
 one line at most, only when it is the longest so far. This is the Python path (``hvdlog
 parse`` and every analysis over files): Logstash reads each event alone.
@@ -106,15 +111,13 @@ class _Held:
 
 class Unwrapper:
     """Joins one console's wrapped lines back (see the module): feed it the decoded lines, one
-    :meth:`push` at a time (a followed file's lines come poll by poll), then :meth:`end`."""
+    :meth:`push` at a time (a followed file's lines come poll by poll), then :meth:`end`.
+    Two passes: the lines the first completes go through the second (a capture wrapped twice)."""
 
-    __slots__ = ("_confirmed", "_held", "_read", "_widest")
+    __slots__ = ("_first", "_second")
 
     def __init__(self) -> None:
-        self._widest = 0  # the longest line so far (columns)
-        self._confirmed = 0  # a width that a piece as long as the one it continued confirmed
-        self._read: tuple[str, dict[str, Any]] | None = None  # the last line whose tag was read
-        self._held: _Held | None = None  # a line as long as the widest: the next piece may go on it
+        self._first, self._second = _Pass(recurring=False), _Pass(recurring=True)
 
     def lines(self, lines: Iterable[str]) -> Iterator[str]:
         """``lines`` with each wrapped line's pieces joined into one."""
@@ -124,10 +127,37 @@ class Unwrapper:
 
     def push(self, line: str) -> list[str]:
         """The lines complete once ``line`` is read (none while a piece may still go on)."""
+        second = self._second
+        return [done for joined in self._first.push(line) for done in second.push(joined)]
+
+    def end(self) -> list[str]:
+        """The lines still held when the input ends."""
+        second = self._second
+        return [*(done for joined in self._first.end() for done in second.push(joined)), *second.end()]
+
+
+class _Pass:
+    """One reading of the lines (see the module); ``recurring``: a line is held only at a width
+    an earlier line had too (the second pass, over lines the first may have joined)."""
+
+    __slots__ = ("_confirmed", "_held", "_read", "_recurring", "_seen", "_widest")
+
+    def __init__(self, *, recurring: bool) -> None:
+        self._recurring = recurring
+        self._seen = 0  # how many lines were as long as the widest
+        self._widest = 0  # the longest line so far (columns)
+        self._confirmed = 0  # a width that a piece as long as the one it continued confirmed
+        self._read: tuple[str, dict[str, Any]] | None = None  # the last line whose tag was read
+        self._held: _Held | None = None  # a line as long as the widest: the next piece may go on it
+
+    def push(self, line: str) -> list[str]:
+        """The lines complete once ``line`` is read (none while a piece may still go on)."""
         shown = terminal_view(line)
         width = _columns(line, shown)
         if width > self._widest:
-            self._widest = width
+            self._widest, self._seen = width, 0
+        if width == self._widest:
+            self._seen += 1
         out: list[str] = []
         held = self._held
         if held is not None:
@@ -141,7 +171,7 @@ class Unwrapper:
             self._held = None
             if joined:
                 return out
-        if width >= NARROWEST and width == self._widest:
+        if width >= NARROWEST and width == self._widest and (self._seen > 1 or not self._recurring):
             read = self._read
             self._held = _Held(line, shown, width, read[1] if read is not None and read[0] is shown else None)
             return out

@@ -99,3 +99,17 @@ def test_an_elastic_workers_capture_is_not_unwrapped() -> None:
     lines = [core, "2026-12-01T21:20:10.341165Z [0]<stdout>:native line at step 0 rank 0"]
     docs = list(parse_lines(lines, path="logs/j1/vm/pid-24929.stdout.log"))
     assert [doc["message"] for doc in docs] == ["Horovod initialized", "native line at step 0 rank 0"]
+
+
+def test_a_console_wrapped_twice_is_joined_in_two_passes() -> None:
+    """Copied from a 120-column terminal, shown again at 90 columns and copied again: the
+    90-column pieces join into 120-column lines, which are pieces again; once a line of 120
+    columns was seen, the next ones are joined too."""
+    assert _joined(_wrap(_wrap(_TAGGED, 120), 90))[-3:] == _TAGGED[-3:]
+
+
+def test_the_second_pass_holds_no_width_seen_once() -> None:
+    """A console wrapped once: a joined line is the longest so far, but its length is no
+    terminal's; the launcher's untagged line after it stays a line of its own."""
+    lines = ["[1,0]<stdout>:" + "step 10 " * 20, "Using cached checkpoint in the work folder"]
+    assert _joined(_wrap(lines, 100)) == lines
