@@ -20,29 +20,40 @@ timeout is at most ``likely``; a WARN, a warning no failure line confirms, at mo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 from typing import Any, Final
 
 from hvdlog.analyses.failure_evidence import CHAIN_KINDS, Evidence
 from hvdlog.analyses.resets import epoch_of
-from hvdlog.documents import Document, get_field, job_of
+from hvdlog.documents import Document, get_field, job_of, rank_of, timestamp_millis
 from hvdlog.parse.evidence_rules import KIND
 from hvdlog.parse.patterns import compile_pattern
 from hvdlog.query.spec import Filter
 
-__all__ = ["CHAIN_KINDS", "LastWords", "find_last_words", "read_in_context", "why_read"]
+__all__ = ["CHAIN_KINDS", "MAX_READ", "LastWords", "find_last_words", "read_in_context", "why_read"]
 
 #: (job, rank): whose last words.
 Key = tuple[Any, int]
 
+#: Documents of one rank read from the start of its last chain on before the answer is "not decided":
+#: then its WARN stays a warning, no failure (the conservative side: a fault is never named unread).
+MAX_READ: Final = 10_000
+
 _TIMEOUT: Final = compile_pattern("HVDLOG_EVIDENCE_TIMEOUT")
 #: A rank's own end records (its exit, a signal it caught): how it ended, not a sign that it went on.
 _ENDS: Final = frozenset({"process_exit", "launcher_exit", "signal"})
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-def _rank(doc: Document) -> int | None:
-    rank = doc.get("rank")
-    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+def _went_on(doc: Document) -> bool | None:
+    """What one of a rank's documents says of its chain: True (anything else it printed: it went on),
+    False (a WARN or its unwinding), None (nothing: a blank line, an end record)."""
+    if get_field(doc, "event.action") in _ENDS:
+        return None
+    if get_field(doc, KIND) in CHAIN_KINDS:
+        return False
+    return True if str(doc.get("message") or "").strip() else None
 
 
 class LastWords:
@@ -54,40 +65,137 @@ class LastWords:
 
     def add(self, doc: Document) -> None:
         """Fold one document of a rank (others are ignored)."""
-        rank = _rank(doc)
-        if rank is None or get_field(doc, "event.action") in _ENDS:
+        rank = rank_of(doc)
+        if rank is None or (went_on := _went_on(doc)) is None:
             return
         key = (job_of(doc), rank)
-        kind = get_field(doc, KIND)
         in_chain, opened = self._runs.get(key, (False, None))
-        if kind == "nccl_warn":
+        if went_on:
+            self._runs[key] = (False, None)
+        elif get_field(doc, KIND) == "nccl_warn":
             self._runs[key] = (True, opened if in_chain and opened is not None else doc)
-        elif kind == "nccl_unwind":
+        else:  # its unwinding
             self._runs[key] = (True, opened if in_chain else None)
-        elif str(doc.get("message") or "").strip():
-            self._runs[key] = (False, None)  # anything else it printed: it went on
+
+    def opener(self, key: Key) -> Document | None:
+        """The WARN that opens the chain ``key``'s output ends in so far (None: it went on, or no WARN yet)."""
+        in_chain, opened = self._runs.get(key, (False, None))
+        return opened if in_chain else None
 
     def chain_ends(self) -> dict[Key, Document]:
         """The ranks whose output ends in an NCCL error chain, with the WARN that opens it."""
-        return {key: opened for key, (in_chain, opened) in self._runs.items() if in_chain and opened is not None}
+        return {key: opened for key in self._runs if (opened := self.opener(key)) is not None}
+
+
+@dataclass(slots=True)
+class _Chain:
+    """A rank's NCCL evidence, as the failure evidence (in order) shows it: where its last chain may start
+    (the first WARN after the last evidence it went on from) and its last WARN, each with how many documents
+    alike (:func:`_ident`) come up to it; ``by_field``: whether the job is a field it can be searched by."""
+
+    start: Document | None = None
+    start_nth: int = 0
+    last: Document | None = None
+    last_nth: int = 0
+    by_field: bool = False
+    seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
+
+    def add(self, doc: Document) -> None:
+        ident = _ident(doc)
+        self.seen[ident] = nth = self.seen.get(ident, 0) + 1
+        went_on = _went_on(doc)
+        if went_on:
+            self.start = None  # the evidence itself shows the rank went on after what came before
+        elif get_field(doc, KIND) == "nccl_warn":
+            if self.start is None:
+                self.start, self.start_nth = doc, nth
+            self.last, self.last_nth = doc, nth
+            self.by_field = self.by_field or doc.get("job") is not None
+
+
+def _chains(docs: Iterable[Document]) -> dict[Key, _Chain]:
+    """The :class:`_Chain` of each rank that has an NCCL WARN among ``docs``."""
+    chains: dict[Key, _Chain] = {}
+    warned: set[Key] = set()
+    for doc in docs:
+        if (rank := rank_of(doc)) is None:
+            continue
+        key = (job_of(doc), rank)
+        if get_field(doc, KIND) == "nccl_warn":
+            warned.add(key)
+        if key in warned:
+            chains.setdefault(key, _Chain()).add(doc)
+    return chains
+
+
+def _time(doc: Document) -> datetime | None:
+    millis = timestamp_millis(doc.get("@timestamp"))
+    return None if millis is None else _EPOCH + timedelta(milliseconds=millis)
+
+
+def _read_spec(base: Filter, key: Key, chain: _Chain, start: Document) -> Filter:
+    """What to read of the rank: from its chain's start (a WARN with a time of its own; without, from the
+    beginning), with the lines that have no time (their place is their only time: none may be lost)."""
+    spec = replace(base, any_of=(), ranks=frozenset({key[1]}), jobs=(key[0],) if chain.by_field else base.jobs,
+                   min_level=None, pattern=None, tags=(), steps=None)
+    at = _time(start)
+    if at is None or base.until is not None:
+        return spec
+    if base.since is None:
+        return replace(spec, since=at, untimed=True)
+    return replace(spec, since=max(base.since, at))
+
+
+def _read(search: Callable[[Filter], Iterable[Document]], base: Filter, key: Key, chain: _Chain) -> Document | None:
+    """The WARN that opens the chain ``key``'s output ends in, read from ``search``: from the chain's start,
+    and only until the rank is seen to go on after its last WARN (or :data:`MAX_READ` documents: None)."""
+    start, last = chain.start, chain.last
+    if start is None or last is None:
+        return None
+    found = search(_read_spec(base, key, chain, start))
+    words, started, passed, read = LastWords(), False, False, 0
+    seen: dict[tuple[Any, ...], int] = {}
+    start_ident, last_ident = _ident(start), _ident(last)
+    try:
+        for doc in found:
+            if job_of(doc) != key[0]:
+                continue
+            ident = _ident(doc)
+            if ident in (start_ident, last_ident):
+                seen[ident] = seen.get(ident, 0) + 1
+                if not started and ident == start_ident and seen[ident] == chain.start_nth:
+                    words, started = LastWords(), True  # what came before the chain's start is decided already
+            words.add(doc)
+            if started:
+                read += 1
+                passed = passed or (ident == last_ident and seen[ident] == chain.last_nth)
+                if passed and words.opener(key) is None:
+                    return None  # past its last WARN it printed something else: it went on
+                if read >= MAX_READ:
+                    return None  # not decided: no fault (the module's docstring)
+    finally:
+        close = getattr(found, "close", None)
+        if callable(close):
+            close()  # a generator: the source's read ends here
+    return words.opener(key)
 
 
 def find_last_words(search: Callable[[Filter], Iterable[Document]], docs: Iterable[Document], base: Filter) -> dict[Key, Document]:
-    """:meth:`LastWords.chain_ends` of the ranks that have an NCCL WARN among ``docs`` (their
-    failure evidence), from each such rank's documents read from ``search`` (none: no read)."""
-    keys: dict[Key, bool] = {}
-    for doc in docs:
-        if get_field(doc, KIND) == "nccl_warn" and (rank := _rank(doc)) is not None:
-            key = (job_of(doc), rank)
-            keys[key] = keys.get(key, False) or doc.get("job") == key[0]  # the job is a field it can be searched by
-    words = LastWords()
-    for (job, rank), by_field in keys.items():
-        spec = replace(base, any_of=(), ranks=frozenset({rank}), jobs=(job,) if by_field else base.jobs,
-                       min_level=None, pattern=None, tags=(), steps=None)
-        for doc in search(spec):
-            if job_of(doc) == job:
-                words.add(doc)
-    return words.chain_ends()
+    """:meth:`LastWords.chain_ends` of the ranks that have an NCCL WARN among ``docs`` (their failure
+    evidence, in order), each read from ``search`` (none: no read) only where its answer can lie.
+
+    ``docs`` hold every WARN and unwinding line of a rank, so its last chain can start no earlier than
+    the first WARN after the last evidence it went on from; a rank whose evidence goes on after its
+    last WARN is not read at all. The read begins at that WARN's time (a WARN without a time of its
+    own, as in a console without times: at the rank's first document), ends at the first line past
+    the last WARN that is not part of the chain, and gives up after :data:`MAX_READ` documents from
+    the chain's start: the WARN then stays a warning, not a failure (the conservative side).
+    """
+    words: dict[Key, Document] = {}
+    for key, chain in _chains(docs).items():
+        if (opener := _read(search, base, key, chain)) is not None:
+            words[key] = opener
+    return words
 
 
 def _ident(doc: Document) -> tuple[Any, ...]:
