@@ -89,95 +89,101 @@ class LastWords:
 
 @dataclass(slots=True)
 class _Chain:
-    """A rank's NCCL evidence, as the failure evidence (in order) shows it: where its last chain may start
-    (the first WARN after the last evidence it went on from) and its last WARN, each with how many documents
-    alike (:func:`_ident`) come up to it; ``by_field``: whether the job is a field it can be searched by."""
+    """A rank's NCCL evidence, as the failure evidence (in order) shows it: the WARNs of its last run of NCCL
+    evidence (after the last evidence it went on from), each with how many documents alike (:func:`_ident`)
+    come up to it; ``by_field``: whether the job is a field it can be searched by."""
 
-    start: Document | None = None
-    start_nth: int = 0
-    last: Document | None = None
-    last_nth: int = 0
+    warns: list[tuple[Document, int]] = field(default_factory=list)
     by_field: bool = False
     seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
     def add(self, doc: Document) -> None:
         ident = _ident(doc)
         self.seen[ident] = nth = self.seen.get(ident, 0) + 1
-        went_on = _went_on(doc)
-        if went_on:
-            self.start = None  # the evidence itself shows the rank went on after what came before
+        if _went_on(doc):
+            self.warns = []  # the evidence itself shows the rank went on after what came before
         elif get_field(doc, KIND) == "nccl_warn":
-            if self.start is None:
-                self.start, self.start_nth = doc, nth
-            self.last, self.last_nth = doc, nth
+            self.warns.append((doc, nth))
             self.by_field = self.by_field or doc.get("job") is not None
 
 
 def _chains(docs: Iterable[Document]) -> dict[Key, _Chain]:
     """The :class:`_Chain` of each rank that has an NCCL WARN among ``docs``."""
     chains: dict[Key, _Chain] = {}
-    warned: set[Key] = set()
     for doc in docs:
         if (rank := rank_of(doc)) is None:
             continue
         key = (job_of(doc), rank)
-        if get_field(doc, KIND) == "nccl_warn":
-            warned.add(key)
-        if key in warned:
+        if key in chains or get_field(doc, KIND) == "nccl_warn":
             chains.setdefault(key, _Chain()).add(doc)
     return chains
 
 
-def _time(doc: Document) -> datetime | None:
-    millis = timestamp_millis(doc.get("@timestamp"))
-    return None if millis is None else _EPOCH + timedelta(milliseconds=millis)
+def _since(base: Filter, start: Document) -> datetime | None:
+    """Where a read of a rank from ``start`` on can begin: its time (None: a WARN without a time of its own,
+    or the user's ``--until``, under which the rank's untimed lines are not read: from the beginning)."""
+    millis = timestamp_millis(start.get("@timestamp"))
+    if millis is None or base.until is not None:
+        return None
+    at = _EPOCH + timedelta(milliseconds=millis)
+    return at if base.since is None else max(base.since, at)
 
 
 def _read_spec(base: Filter, key: Key, chain: _Chain, start: Document) -> Filter:
-    """What to read of the rank: from its chain's start (a WARN with a time of its own; without, from the
-    beginning), with the lines that have no time (their place is their only time: none may be lost)."""
+    """What to read of the rank: from its chain's start (:func:`_since`), with the lines that have no time
+    (their place is their only time: none may be lost)."""
     spec = replace(base, any_of=(), ranks=frozenset({key[1]}), jobs=(key[0],) if chain.by_field else base.jobs,
                    min_level=None, pattern=None, tags=(), steps=None)
-    at = _time(start)
-    if at is None or base.until is not None:
+    if (since := _since(base, start)) is None:
         return spec
-    if base.since is None:
-        return replace(spec, since=at, untimed=True)
-    return replace(spec, since=max(base.since, at))
+    return replace(spec, since=since, untimed=base.since is None)
 
 
-def _read(search: Callable[[Filter], Iterable[Document]], base: Filter, key: Key, chain: _Chain) -> Document | None:
-    """The WARN that opens the chain ``key``'s output ends in, read from ``search``: from the chain's start,
-    and only until the rank is seen to go on after its last WARN (or :data:`MAX_READ` documents: None)."""
-    start, last = chain.start, chain.last
-    if start is None or last is None:
-        return None
-    found = search(_read_spec(base, key, chain, start))
-    words, started, passed, read = LastWords(), False, False, 0
-    seen: dict[tuple[Any, ...], int] = {}
-    start_ident, last_ident = _ident(start), _ident(last)
+def _read_from(search: Callable[[Filter], Iterable[Document]], base: Filter, key: Key, chain: _Chain, first: int) -> tuple[Document | None, int]:
+    """:func:`_read` from the chain's ``first`` WARN on: the opener (or None), and 0, or the WARN to read from
+    again when the rank went on before a later WARN that has a time of its own (the read until it is no answer)."""
+    warns = chain.warns
+    idents = [_ident(doc) for doc, _ in warns]
+    wanted = set(idents)
+    found = search(_read_spec(base, key, chain, warns[first][0]))
+    words, seen, started, met, read = LastWords(), dict[tuple[Any, ...], int](), False, first, 0
     try:
         for doc in found:
             if job_of(doc) != key[0]:
                 continue
-            ident = _ident(doc)
-            if ident in (start_ident, last_ident):
-                seen[ident] = seen.get(ident, 0) + 1
-                if not started and ident == start_ident and seen[ident] == chain.start_nth:
-                    words, started = LastWords(), True  # what came before the chain's start is decided already
+            if (ident := _ident(doc)) in wanted:
+                seen[ident] = nth = seen.get(ident, 0) + 1
+                if met < len(warns) and (ident, nth) == (idents[met], warns[met][1]):
+                    if not started:
+                        words, started = LastWords(), True  # what came before the chain's start is decided already
+                    met += 1
             words.add(doc)
-            if started:
-                read += 1
-                passed = passed or (ident == last_ident and seen[ident] == chain.last_nth)
-                if passed and words.opener(key) is None:
-                    return None  # past its last WARN it printed something else: it went on
-                if read >= MAX_READ:
-                    return None  # not decided: no fault (the module's docstring)
+            if not started:
+                continue
+            read += 1
+            if words.opener(key) is None:  # it went on after the WARNs met so far
+                if met == len(warns):
+                    return None, 0  # past its last WARN: it went on
+                if _since(base, warns[met][0]) is not None:
+                    return None, met  # its next WARN can be read from its time
+            if read >= MAX_READ:
+                return None, 0  # not decided: no fault (find_last_words)
     finally:
         close = getattr(found, "close", None)
         if callable(close):
             close()  # a generator: the source's read ends here
-    return words.opener(key)
+    return words.opener(key), 0
+
+
+def _read(search: Callable[[Filter], Iterable[Document]], base: Filter, key: Key, chain: _Chain) -> Document | None:
+    """The WARN that opens the chain ``key``'s output ends in, read from ``search`` (find_last_words)."""
+    first = 0
+    while chain.warns:
+        opener, again = _read_from(search, base, key, chain, first)
+        if not again:
+            return opener
+        first = again  # always further on: the reads end
+    return None
 
 
 def find_last_words(search: Callable[[Filter], Iterable[Document]], docs: Iterable[Document], base: Filter) -> dict[Key, Document]:
@@ -187,9 +193,10 @@ def find_last_words(search: Callable[[Filter], Iterable[Document]], docs: Iterab
     ``docs`` hold every WARN and unwinding line of a rank, so its last chain can start no earlier than
     the first WARN after the last evidence it went on from; a rank whose evidence goes on after its
     last WARN is not read at all. The read begins at that WARN's time (a WARN without a time of its
-    own, as in a console without times: at the rank's first document), ends at the first line past
-    the last WARN that is not part of the chain, and gives up after :data:`MAX_READ` documents from
-    the chain's start: the WARN then stays a warning, not a failure (the conservative side).
+    own, as in a console without times: at the rank's first document) and keeps the rank's lines
+    without a time; it ends at the first line past the last WARN that is not part of the chain (before
+    it, such a line sends the read on to the next WARN's time); and it gives up after :data:`MAX_READ`
+    documents from a chain's start: the WARN then stays a warning, not a failure (the conservative side).
     """
     words: dict[Key, Document] = {}
     for key, chain in _chains(docs).items():

@@ -202,11 +202,22 @@ def test_a_line_without_a_time_after_a_timed_warn_still_says_the_rank_went_on(tm
     assert list(words) == [("j", 1)]  # a blank line is no sign it went on
 
 
+def test_a_rank_that_went_on_before_its_last_warn_is_read_again_from_that_warn(tmp_path: Path) -> None:
+    """NCCL's fallback WARN early, 50,000 steps, then a chain that ends the output, with no evidence between to
+    say it went on: the read from the first WARN stops at the first step and starts again at the last WARN's time."""
+    steps = [(_T0 + timedelta(milliseconds=10 + i), f"step {i}") for i in range(_LINES)]
+    words, taken = _last_words_read(tmp_path, [(_T0, _WARN), *steps, (_T0 + timedelta(hours=1), _WARN.replace("real path", "the end"))])
+    assert [opener["message"] for opener in words.values()] == [_WARN.replace("real path", "the end")]
+    assert taken == [2, 1], taken
+
+
 def test_a_read_past_max_read_decides_nothing(tmp_path: Path) -> None:
-    """Two WARNs with no evidence between, far apart: the read from the first goes through everything between;
-    past MAX_READ documents it stops, and the WARN stays a warning (the conservative side)."""
+    """A chain longer than MAX_READ documents: the read stops there and the WARN stays a warning (the
+    conservative side), though the chain ends the rank's output."""
     from hvdlog.analyses.last_words import MAX_READ
 
-    between = [(_T0 + timedelta(milliseconds=10 + i), f"step {i}") for i in range(MAX_READ + 10)]
-    words, taken = _last_words_read(tmp_path, [(_T0, _WARN), *between, (_T0 + timedelta(hours=1), _WARN)])
-    assert words == {} and sum(taken) == MAX_READ, taken
+    unwinding = [(_T0 + timedelta(milliseconds=10 + i), _UNWIND) for i in range(MAX_READ + 10)]
+    words, taken = _last_words_read(tmp_path / "long", [(_T0, _WARN), *unwinding])
+    assert words == {} and taken == [MAX_READ], taken
+    words, taken = _last_words_read(tmp_path / "short", [(_T0, _WARN), *unwinding[: MAX_READ - 10]])
+    assert list(words) == [("j", 1)] and taken == [MAX_READ - 9], taken
