@@ -13,7 +13,8 @@ Two kinds of evidence do not say on their own whether they are a rank's failure:
 The second needs a fact the failure evidence does not hold: what each rank printed last.
 :class:`LastWords` folds a rank's documents, in order, into it (the WARN that opens the error
 chain the rank's output ends in); :func:`find_last_words` reads it from a source, only for the
-ranks that have a WARN. Neither reading is ever ``certain``: each rests on what the logs lack (a
+ranks that have a WARN, and of those only from their last chain's WARN on and until they are seen to go
+on (a rank that printed one WARN early in a week-long job is not read whole). Neither reading is ever ``certain``: each rests on what the logs lack (a
 timeout is at most ``likely``; a WARN, a warning no failure line confirms, at most ``possible``).
 """
 
