@@ -19,12 +19,23 @@ from hvdlog.layout import console_job
 from hvdlog.types import Document
 
 __all__ = [
-    "Document", "as_read", "expand", "flatten", "floor_millis", "get_field", "in_place", "job_of", "read_time", "set_field", "sort_key",
-    "timestamp_millis",
+    "Document", "as_int", "as_read", "expand", "flatten", "floor_millis", "get_field", "in_place", "job_of", "rank_of", "read_time", "set_field",
+    "sort_key", "timestamp_millis",
 ]
 
 _MISSING = object()
 
+
+
+def as_int(value: object) -> int | None:
+    """``value`` when it is an integer, else None: a bool is no integer here (JSON's ``true`` in a
+    ``rank`` or ``step`` field is data, not rank 1)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def rank_of(doc: Mapping[str, Any]) -> int | None:
+    """The document's ``rank`` when it is an integer (:func:`as_int`), else None."""
+    return as_int(doc.get("rank"))
 
 
 def read_time(doc: Document, at: str) -> Document:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Final
 
-from hvdlog.documents import Document, get_field, timestamp_millis
+from hvdlog.documents import Document, as_int, get_field, timestamp_millis
 from hvdlog.fields import level_at_least
 from hvdlog.parse.evidence_rules import KIND, RANK, SOURCE, evidence_fields
 from hvdlog.parse.messages import signal_names
@@ -124,10 +124,6 @@ class Evidence:
         return 1
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _fields(doc: Document) -> tuple[Any, Any, Any]:
     kind = get_field(doc, KIND)
     if kind is None:  # our JSON events and documents indexed before the fields existed
@@ -143,6 +139,6 @@ def evidence_of(doc: Document, order: int) -> Evidence | None:
         if not level_at_least(str(get_field(doc, "log.level") or "info"), "error"):
             return None
         kind, source, rank = "unrecognised", "rank", doc.get("rank")
-    code = _int(get_field(doc, "process.exit_code"))
-    return Evidence(str(kind), str(source or "rank"), _int(rank), doc, order, timestamp_millis(doc.get("@timestamp")),
+    code = as_int(get_field(doc, "process.exit_code"))
+    return Evidence(str(kind), str(source or "rank"), as_int(rank), doc, order, timestamp_millis(doc.get("@timestamp")),
                     _signal_of(doc, str(kind), code), code)

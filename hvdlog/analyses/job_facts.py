@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Final
 
-from hvdlog.documents import Document, get_field, timestamp_millis
+from hvdlog.documents import Document, as_int, get_field, rank_of, timestamp_millis
 from hvdlog.fields import APP_DATASET
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition
 
@@ -24,10 +24,6 @@ def iso(millis: int | None) -> str | None:
         return None
     seconds, rest = divmod(millis, 1000)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{rest:03d}Z"
-
-
-def _int(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _widened(span: tuple[int, int] | None, millis: int) -> tuple[int, int]:
@@ -90,17 +86,17 @@ class JobFacts:
     def add(self, doc: Document) -> None:
         """Fold one document into the facts."""
         self.events += 1
-        rank, step, size = _int(doc.get("rank")), _int(doc.get("step")), doc.get("size")
+        rank, step, size = rank_of(doc), as_int(doc.get("step")), doc.get("size")
         action = get_field(doc, "event.action")
         millis = timestamp_millis(doc.get("@timestamp"))
         if rank is not None:
             self.ranks.add(rank)
-            code = _int(get_field(doc, "process.exit_code"))
+            code = as_int(get_field(doc, "process.exit_code"))
             if code is not None:
                 self.exit_codes[rank] = code
                 if action == "process_exit":
                     self.own_exits[rank] = code
-        if action == "launcher_exit" and (code := _int(get_field(doc, "hvdlog.launcher.exit_code"))) is not None:
+        if action == "launcher_exit" and (code := as_int(get_field(doc, "hvdlog.launcher.exit_code"))) is not None:
             self.launcher_exit, self.launcher_exit_ms = code, millis
         if isinstance(host := get_field(doc, "host.name"), str):
             self.hosts.add(host)

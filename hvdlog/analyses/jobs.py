@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -26,13 +26,16 @@ from hvdlog.analyses.job_facts import END_EVENTS, JobFacts, iso
 from hvdlog.analyses.last_words import Key, find_last_words
 from hvdlog.analyses.resets import recovery_filter
 from hvdlog.analyses.stalls import STALL_EVENTS, stall_episodes
-from hvdlog.documents import Document, get_field, timestamp_millis
+from hvdlog.documents import Document, get_field, in_place, timestamp_millis
 from hvdlog.fields import APP_DATASET, UNTIMED
-from hvdlog.layout import listed_job, parse_path, path_rank, walk
+from hvdlog.layout import is_launcher_log, listed_job, parse_path, path_rank, walk
 from hvdlog.parse.bounded import MAX_LINE_BYTES
 from hvdlog.parse.evidence_rules import KIND
-from hvdlog.query.copies import is_copy_of
+from hvdlog.query.copies import drop_launcher_copies, is_copy_of
 from hvdlog.query.spec import Condition, Filter
+
+if TYPE_CHECKING:
+    from hvdlog.query.files import FileSource
 
 __all__ = ["NEEDED", "JobRow", "from_aggregation", "from_files", "jobs_query", "status_documents"]
 
@@ -121,23 +124,59 @@ def _file_row(job: str, files: list[Path], where: str, warn: Callable[[str], Non
             facts.add(doc)
             if not NEEDED.matches(doc):  # those are read below, once
                 tails.append(doc)
-    # A file outside hvdlog's layout (a console) names its ranks and times only in its lines: read it whole.
+    # A file outside hvdlog's layout (a console) names its ranks and times only in its lines: read it whole, once.
     loose = [path for path in files if parse_path(path) is None and not path.name.endswith(".jsonl")]
     ranks_read = set(facts.ranks)  # the ranks with files of their own: a console's lines of theirs are copies
-    for doc in FileSource(loose, warn=lambda _m: None).search(Filter()) if loose else ():
+    layout = [path for path in files if path not in loose]
+    sources = [FileSource(group, warn=lambda _m: None) if group else None for group in (loose, layout)]
+    console = list(sources[0].search(Filter())) if sources[0] is not None else []
+    for doc in console:
         if not is_copy_of(doc, ranks_read):
             facts.add(doc)
+    search = _JobFiles(sources[1], console if loose else None, files).search  # the console's documents: not read again
+    needed = status_documents(search, NEEDED)
+    for message in (message for source in sources if source is not None for message in source.errors):
+        warn(message)  # the row says what it read; a file it could not read is named
     loose_names = {str(path) for path in loose}
-    source = FileSource(files, warn=lambda _m: None)  # the row says what it read; a file it could not read is named
-    needed = status_documents(source.search, NEEDED)
-    for message in source.errors:
-        warn(message)
     for doc in needed:  # exit records and stall reports are facts wherever they are in the file
         if get_field(doc, "log.file.path") in loose_names:
             continue  # folded above
         if Filter(any_of=END_EVENTS).matches(doc) or Filter(any_of=STALL_EVENTS[:2]).matches(doc):
             facts.add(doc)
-    return _row(facts, needed + tails, size, len(files), where, now, find_last_words(source.search, needed, Filter()))
+    return _row(facts, needed + tails, size, len(files), where, now, find_last_words(search, needed, Filter()))
+
+
+class _JobFiles:
+    """The searches of every file of a job, as one :class:`~hvdlog.query.files.FileSource` over ``files`` gives
+    them, from ``source`` (the layout's files) and ``console``: the documents of the files outside it, read
+    whole (None: there are none)."""
+
+    def __init__(self, source: FileSource | None, console: list[Document] | None, files: list[Path]) -> None:
+        from hvdlog.query.files import discover
+
+        kept = {str(path) for path in discover(files, lambda _m: None)}  # not an --output-filename copy of the layout's files
+        self.source = source
+        self.console = [doc for doc in console if get_field(doc, "log.file.path") in kept] if console is not None else None
+        self.launcher = any(is_launcher_log(path) for path in kept)
+
+    def search(self, spec: Filter, last: int | None = None) -> list[Document]:
+        """Every match (or the ``last`` N), in the order of one read of every file."""
+        found = in_place([*self._layout(spec), *(doc for doc in self.console or () if spec.matches(doc))])
+        if self.launcher:  # hvdlog run's console among them: its copies of the ranks' lines once
+            found = drop_launcher_copies(found)
+        return found[max(len(found) - last, 0) :] if last is not None else found
+
+    def _layout(self, spec: Filter) -> list[Document]:
+        from hvdlog.query.source import SourceError
+
+        if self.source is None:
+            return []
+        try:
+            return list(self.source.search(spec))
+        except SourceError:
+            if self.console is None:
+                raise
+            return []  # none of the layout's files could be read, but the console was: as one read of them all
 
 
 #: What the status needs beyond the files' ends: failure evidence, stall reports, exit records.

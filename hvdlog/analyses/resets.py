@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final
 
-from hvdlog.documents import Document, get_field, timestamp_millis
+from hvdlog.documents import Document, as_int, get_field, rank_of, timestamp_millis
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition, Filter
 
 if TYPE_CHECKING:
@@ -41,10 +41,6 @@ def resets(docs: Iterable[Document]) -> dict[int, list[Document]]:
     return found
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def lost_ranks(docs: list[Document]) -> list[tuple[int, int, str]]:
     """Ranks that died at a failure reset: (rank at death, the reset's epoch, why we say so), earliest reset first."""
     lost = []
@@ -52,12 +48,12 @@ def lost_ranks(docs: list[Document]) -> list[tuple[int, int, str]]:
         reasons = {get_field(doc, "horovod.elastic.reason") for doc in events}
         if reasons <= {"hosts_added", "hosts_removed"}:
             continue  # growing or a scale-down: nobody failed
-        sizes: set[int] = {size for doc in events if (size := _int(get_field(doc, "horovod.elastic.previous_size"))) is not None}
+        sizes: set[int] = {size for doc in events if (size := as_int(get_field(doc, "horovod.elastic.previous_size"))) is not None}
         size = sizes.pop() if len(sizes) == 1 else 0
         if not 0 < size <= MAX_JOB_SIZE:
             continue
-        survivors = {_int(get_field(doc, "horovod.elastic.previous_rank")) for doc in events}
-        workers = sorted(new for doc in events if (new := _int(doc.get("size"))) is not None)
+        survivors = {as_int(get_field(doc, "horovod.elastic.previous_rank")) for doc in events}
+        workers = sorted(new for doc in events if (new := as_int(doc.get("size"))) is not None)
         after = workers[0] if workers else "?"
         for rank in range(size):
             if rank not in survivors:
@@ -83,11 +79,11 @@ def recovery_of(docs: list[Document], report: FailureReport) -> bool | Recovery:
         at = min((m for doc in events if (m := timestamp_millis(doc.get("@timestamp"))) is not None), default=None)
         if at is None or (failed_at is not None and at < failed_at):
             continue
-        steps = [step for doc in docs if (step := _int(doc.get("step"))) is not None and epoch_of(doc) >= epoch
+        steps = [step for doc in docs if (step := as_int(doc.get("step"))) is not None and epoch_of(doc) >= epoch
                  and (m := timestamp_millis(doc.get("@timestamp"))) is not None and m >= at]
         if not steps:
             return False
-        workers = len({_int(doc.get("rank")) for doc in events})
+        workers = len({rank_of(doc) for doc in events})
         text = f"recovered at reset {epoch} with {workers} workers, finished at step {max(steps)}"
         return {"reset": epoch, "workers": workers, "last_step": max(steps), "text": text}
     return False

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.documents import Document, as_int, get_field, job_of, timestamp_millis
 from hvdlog.query.spec import MAX_JOB_SIZE, Condition
 
 __all__ = [
@@ -229,10 +229,6 @@ class RankTrack:
         return round((self.last_step - (self.first_step or 0)) / ((self.last_ms - self.first_ms) / 1000), 4)
 
 
-def _integer(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 class Tally:
     """Per (job, epoch, rank) running figures of step events, and the job sizes seen."""
 
@@ -253,7 +249,7 @@ class Tally:
 
     def add_document(self, doc: Mapping[str, Any]) -> None:
         """One parsed document (any source)."""
-        epoch = _integer(get_field(doc, EPOCH_FIELD)) or 0
+        epoch = as_int(get_field(doc, EPOCH_FIELD)) or 0
         self.add(job_of(doc), epoch, doc.get("rank"), doc.get("step"), doc.get("@timestamp"),
                  get_field(doc, "host.name"), doc.get("samples_per_sec"), doc.get("size"))
 

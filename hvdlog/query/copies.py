@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Collection, Hashable
 from typing import Final
 
-from hvdlog.documents import Document, get_field, job_of, timestamp_millis
+from hvdlog.documents import Document, get_field, job_of, rank_of, timestamp_millis
 from hvdlog.layout import is_launcher_log
 
 __all__ = ["COPY_WINDOW_S", "FollowedCopies", "drop_launcher_copies", "is_copy_of"]
@@ -42,14 +42,9 @@ def _said(doc: Document) -> str:
     return message if isinstance(message, str) else ""
 
 
-def _rank(doc: Document) -> int | None:
-    rank = doc.get("rank")
-    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
-
-
 def _copy_key(doc: Document) -> _Key | None:
     """(job, rank, message) of a rank's tagged line in a launcher log; None for anything else."""
-    rank = _rank(doc)
+    rank = rank_of(doc)
     path = get_field(doc, "log.file.path")
     if rank is None or not isinstance(path, str) or not is_launcher_log(path) or get_field(doc, "horovod.launcher.format") is None:
         return None
@@ -69,7 +64,7 @@ def is_copy_of(doc: Document, ranks: Collection[int]) -> bool:
 
 def _original_key(doc: Document) -> _Key | None:
     """(job, rank, message) of a rank's document from its own files (not a launcher log); None else."""
-    rank = _rank(doc)
+    rank = rank_of(doc)
     if rank is None or is_launcher_log(str(get_field(doc, "log.file.path") or "")):
         return None
     return job_of(doc), rank, _said(doc)

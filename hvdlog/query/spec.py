@@ -13,7 +13,10 @@ Semantics:
 * ``min_level``: ``log.level`` at least this severe; unknown or missing levels count as info.
 * ``jobs``/``hosts``: exact ``job`` / ``host.name``.
 * ``datasets``: exact ``event.dataset`` (``horovod.app``, ``horovod.core``, ``horovod.rejected``...).
-* ``since``/``until``: ``@timestamp`` within, both ends inclusive.
+* ``since``/``until``: ``@timestamp`` within, both ends inclusive; a document without a time of its
+  own never matches them, unless ``untimed`` (then it matches both: over files its place in the
+  order is its only time; over Elasticsearch, which stores it at its read time, the bounds apply to
+  that read time, never before the line was written: ``since`` loses none printed after it).
 * ``steps``: ``step`` within ``A:B`` (either end open, both inclusive).
 * ``pattern``: a fixed string (or with ``regex`` a Python regular expression) found in
   ``message``, ``error.message`` or ``error.stack_trace``; case-sensitive unless
@@ -211,6 +214,9 @@ class Filter:
     any_of: tuple[Condition, ...] = ()
     #: only documents carrying every one of these tags (``grep --unparsed``: the parse-failure tag)
     tags: tuple[str, ...] = ()
+    #: with ``since``/``until``, documents without a time of their own match too (a rank's last words
+    #: read from a time on must not lose its untimed lines: hvdlog.analyses.last_words)
+    untimed: bool = False
     _compiled: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -253,10 +259,9 @@ class Filter:
         if self.since is not None or self.until is not None:
             millis = timestamp_millis(doc.get("@timestamp"))
             if millis is None:
-                return False
-            if self.since is not None and millis < self.since_millis:  # type: ignore[operator]
-                return False
-            if self.until is not None and millis > self.until_millis:  # type: ignore[operator]
+                if not self.untimed:
+                    return False
+            elif (self.since is not None and millis < self.since_millis) or (self.until is not None and millis > self.until_millis):  # type: ignore[operator]
                 return False
         if self.steps is not None and not _in_range(doc.get("step"), *self.steps):
             return False

@@ -9,6 +9,8 @@ families F21 and F31 of FORMATS.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +139,85 @@ def test_report_and_jobs_name_the_rank_whose_output_ends_in_an_nccl_chain(tmp_pa
     assert report["verdict"]["status"] == "failed" and report["verdict"]["culprit"] == [1], report["verdict"]
     (row,) = [json.loads(line) for line in runner.invoke(cli, ["jobs", "--json", str(tmp_path)], catch_exceptions=False).output.splitlines()]
     assert row["status"]["state"] == "failed" and row["status"]["reasoning"].startswith("rank 1: "), row["status"]
+
+
+def _rank_file(path: Path, lines: list[tuple[datetime | None, str]]) -> None:
+    """A rank's native capture in hvdlog's layout, each line behind the tee's arrival time (None: a line without one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{at.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {text}\n" if at else f"{text}\n" for at, text in lines))
+
+
+def _counted(search: Any) -> tuple[Any, list[int]]:
+    """``search``, counting the documents each call's caller took from it."""
+    taken: list[int] = []
+
+    def counted(spec: Filter) -> Iterator[Document]:
+        taken.append(0)
+        for doc in search(spec):
+            taken[-1] += 1
+            yield doc
+
+    return counted, taken
+
+
+_T0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+_WARN = "box:689:746 [1] graph/xml.cc:332 NCCL WARN Could not find real path"
+_UNWIND = "box:689:746 [1] NCCL INFO graph/xml.cc:469 -> 2"
+_LINES = 50_000
+
+
+def _last_words_read(tmp_path: Path, lines: list[tuple[datetime | None, str]]) -> tuple[dict[Any, Document], list[int]]:
+    from hvdlog.analyses.last_words import find_last_words
+    from hvdlog.query.files import FileSource
+
+    _rank_file(tmp_path / "j" / "box" / "rank-1.stdout.log", lines)
+    source = FileSource([tmp_path / "j"])
+    evidence = list(source.search(Filter(any_of=FAILURE_EVENTS)))
+    search, taken = _counted(source.search)
+    return find_last_words(search, evidence, Filter()), taken
+
+
+def test_a_ranks_last_words_are_read_only_where_the_answer_lies(tmp_path: Path) -> None:
+    """A rank that printed a WARN (NCCL's fallback) early and went on for 50,000 lines: its read ends at the
+    first line after the chain; a rank whose chain ends 50,000 lines: its read starts at the WARN's time.
+    (Before, each read every document of the rank: 50,002.)"""
+    step = [(_T0 + timedelta(milliseconds=10 + i), f"step {i} loss 0.5") for i in range(_LINES)]
+    chain = [(_T0, _WARN), (_T0 + timedelta(microseconds=100), _UNWIND)]
+    words, taken = _last_words_read(tmp_path / "went-on", chain + step)
+    assert words == {} and sum(taken) == 3, taken  # the WARN, its unwinding, the first step: it went on
+
+    late = [(at + timedelta(seconds=3600), text) for at, text in chain]
+    words, taken = _last_words_read(tmp_path / "ends", step + late)
+    ((key, opener),) = words.items()
+    assert key == ("j", 1) and opener["message"] == _WARN and sum(taken) == 2, taken
+
+
+def test_a_line_without_a_time_after_a_timed_warn_still_says_the_rank_went_on(tmp_path: Path) -> None:
+    """The read from the WARN's time keeps the rank's untimed lines (a print the tee could not stamp): lost,
+    the chain would look like the rank's last words, and a fallback NCCL went on from would be named its failure."""
+    chain = [(_T0, _WARN), (_T0 + timedelta(microseconds=100), _UNWIND)]
+    words, _ = _last_words_read(tmp_path / "untimed", [(_T0 - timedelta(seconds=1), "Epoch 1/3"), *chain, (None, "Epoch 2/3")])
+    assert words == {}
+    words, _ = _last_words_read(tmp_path / "silent", [(_T0 - timedelta(seconds=1), "Epoch 1/3"), *chain, (None, "")])
+    assert list(words) == [("j", 1)]  # a blank line is no sign it went on
+
+
+def test_a_rank_that_went_on_before_its_last_warn_is_read_again_from_that_warn(tmp_path: Path) -> None:
+    """NCCL's fallback WARN early, 50,000 steps, then a chain that ends the output, with no evidence between to
+    say it went on: the read from the first WARN stops at the first step and starts again at the last WARN's time."""
+    steps = [(_T0 + timedelta(milliseconds=10 + i), f"step {i}") for i in range(_LINES)]
+    words, taken = _last_words_read(tmp_path, [(_T0, _WARN), *steps, (_T0 + timedelta(hours=1), _WARN.replace("real path", "the end"))])
+    assert [opener["message"] for opener in words.values()] == [_WARN.replace("real path", "the end")]
+    assert taken == [2, 1], taken
+
+
+def test_a_read_past_max_read_decides_nothing(tmp_path: Path) -> None:
+    """A chain longer than MAX_READ documents: the read stops there and the WARN stays a warning (the
+    conservative side), though the chain ends the rank's output."""
+    from hvdlog.analyses.last_words import MAX_READ
+
+    unwinding = [(_T0 + timedelta(milliseconds=10 + i), _UNWIND) for i in range(MAX_READ + 10)]
+    words, taken = _last_words_read(tmp_path / "long", [(_T0, _WARN), *unwinding])
+    assert words == {} and taken == [MAX_READ], taken
+    words, taken = _last_words_read(tmp_path / "short", [(_T0, _WARN), *unwinding[: MAX_READ - 10]])
+    assert list(words) == [("j", 1)] and taken == [MAX_READ - 9], taken

@@ -12,6 +12,8 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +157,55 @@ class TestImport:
         keys = ("job", "ranks", "status", "verdict")
         assert [{key: row[key] for key in keys} for row in files] == [{key: row[key] for key in keys} for row in elastic]
         assert files[0]["status"]["state"] == "failed", files
+
+    def test_a_timed_ranks_last_words_as_from_files(self, es_url: str, tmp_path: Path) -> None:
+        """Rank 1's output behind the tee's arrival times, where a rank's last words are read from its chain's
+        WARN on (hvdlog.analyses.last_words): an early WARN the rank went on from (300 steps, or one line without a
+        time) is no failure, a chain that ends the output is, `possible`; over Elasticsearch as over the files."""
+        t0 = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+        warn, unwind = "box:689:746 [1] graph/xml.cc:332 NCCL WARN Could not find real path", "box:689:746 [1] NCCL INFO graph/xml.cc:469 -> 2"
+        chain = [(t0, warn), (t0 + timedelta(milliseconds=1), unwind)]
+        steps = [(t0 + timedelta(seconds=1 + i), f"step {i} loss 0.5") for i in range(300)]
+        jobs = {"wenton": chain + steps, "untimedon": [*chain, (None, "Epoch 2/3")],
+                "chainends": steps + [(at + timedelta(seconds=400), text) for at, text in chain]}
+        for job, lines in jobs.items():
+            (tmp_path / job / "box").mkdir(parents=True)
+            (tmp_path / job / "box" / "rank-1.stdout.log").write_text(
+                "".join(f"{at.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} {text}\n" if at else f"{text}\n" for at, text in lines))
+        assert hvdlog("install", "--es", es_url, "--namespace", "importlastwords").returncode == 0
+        run = hvdlog("import", "--es", es_url, "--namespace", "importlastwords", "--tz", "UTC", str(tmp_path))
+        assert run.returncode == 0, run.stderr
+        for job in jobs:
+            files, elastic = (self._json("report", "--tz", "UTC", *where) for where in (
+                [str(tmp_path / job)], ["--job", job, "--es", es_url, "--index", "logs-horovod.*-importlastwords"]))
+            for answer in (*files, *elastic):
+                answer.pop("more", None)
+            assert files == elastic, job
+            failure = files[0]["first_failure"]
+            if job == "chainends":
+                assert files[0]["verdict"]["culprit"] == [1] and failure["confidence"] == "possible", failure
+                assert "NCCL's error chain is the rank's last output" in failure["reasoning"], failure
+            else:
+                assert files[0]["verdict"]["culprit"] == [] and failure is None, (job, failure)
+        # what the server gave: from the chain's WARN on (its time), up to the first line that goes on (302 each, read whole)
+        from hvdlog.analyses.failures import FAILURE_EVENTS
+        from hvdlog.analyses.last_words import find_last_words
+        from hvdlog.query.es import ElasticsearchSource
+        from hvdlog.query.spec import Filter
+
+        source = ElasticsearchSource(es_url, index="logs-horovod.*-importlastwords", timeout=60)
+        taken: list[int] = []
+
+        def counted(spec: Filter) -> Iterator[dict[str, Any]]:
+            taken.append(0)
+            for doc in source.search(spec):
+                taken[-1] += 1
+                yield doc
+
+        for job, read, blamed in (("wenton", 3, False), ("untimedon", 3, False), ("chainends", 2, True)):
+            taken.clear()
+            words = find_last_words(counted, list(source.search(Filter(jobs=(job,), any_of=FAILURE_EVENTS))), Filter())
+            assert bool(words) == blamed and taken == [read], (job, taken)
 
     def test_crash_console_jobs_as_from_files(self, es_url: str, imported: dict[str, Any]) -> None:
         """The crash console in `jobs`: one row from both sources, with the same name, ranks, times, status and verdict."""

@@ -402,3 +402,22 @@ def test_jobs_reads_a_consoles_ranks_and_times() -> None:
     assert [row["job"] for row in rows] == [report["job"]] == [str(console / "console.log")]  # one name: the file's
     assert rows[0]["ranks"] == report["ranks"] == [0, 1]
     assert (rows[0]["first"], rows[0]["last"]) == (report["first"], report["last"]) == ("2021-06-07T11:51:50.120Z", "2021-06-07T11:51:58.044Z")
+
+
+def test_jobs_reads_a_console_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A console outside hvdlog's layout is read whole for its ranks and times; its status documents and a rank's
+    last words (rank 1's NCCL chain ends the output) come from that read, not from reading it again (3 reads before)."""
+    from hvdlog.query.files import FileSource
+
+    console = REPO / "tests" / "corpus" / "realworld" / "nccl-warn-chain-then-silence"
+    calls: list[list[str]] = []
+    original = FileSource.search
+
+    def counted(self: FileSource, spec: object, last: int | None = None) -> object:
+        calls.append([str(path) for path in self.paths])
+        return original(self, spec, last)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(FileSource, "search", counted)
+    (row,) = [json.loads(line) for line in hvdlog("jobs", "--json", str(console)).output.splitlines()]
+    assert row["status"]["state"] == "failed" and row["status"]["reasoning"].startswith("rank 1: "), row["status"]
+    assert calls == [[str(console / "console.log")]], calls

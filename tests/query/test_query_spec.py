@@ -89,6 +89,15 @@ class TestFilter:
         assert spec.matches(_doc(0, "2026-01-01T00:00:00.123456Z"))
         assert not spec.matches(_doc(0, "2026-01-01T00:00:00.124000Z"))
 
+    def test_a_document_without_a_time_matches_time_bounds_only_when_untimed_asks(self) -> None:
+        """(hvdlog.analyses.last_words reads a rank from a WARN's time on without losing its untimed lines.)"""
+        since = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        untimed = {"rank": 0, "message": "Epoch 2/3"}
+        assert not Filter(since=since).matches(untimed)
+        assert Filter(since=since, untimed=True).matches(untimed)
+        assert not Filter(since=since, untimed=True).matches(_doc(0, "2025-12-31T23:59:59.999Z"))
+        assert Filter(since=since, untimed=True).matches(_doc(0, "2026-01-01T00:00:00.000Z"))
+
     def test_pattern_searches_message_and_error_fields(self) -> None:
         """A fixed string matches in message or error.*; -i ignores case; -E takes a regex."""
         doc = _doc(1, "2026-01-01T00:00:00Z", "uncaught", error={"type": "X", "message": "injected fault on rank 1"})
