@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from hvdlog.parse.evidence_rules import KIND, RANK, SOURCE, _Fields, evidence_fields, evidence_rules
+from hvdlog.parse.evidence_rules import KIND, RANK, SOURCE, evidence_fields, evidence_rules
 from hvdlog.parse.messages import MESSAGES_FILE, read_table
 
 __all__ = ["EvidenceCase", "cases", "python_answer", "unexampled", "wrong_answers"]
@@ -65,9 +65,8 @@ def python_answer(case: EvidenceCase) -> dict[str, Any]:
     """How hvdlog's rules take a case: the first rule that matches (``first``), whether its own
     rule does (``own``), and the evidence fields ``evidence_fields`` gives the document."""
     rules = evidence_rules()
-    read = _Fields(case.doc)
-    first = next((index for index, rule in enumerate(rules) if rule.match(case.doc, read) is not None), None)
-    return {"first": first, "own": rules[case.row].match(case.doc, _Fields(case.doc)) is not None, "fields": evidence_fields(case.doc)}
+    first = next((index for index, rule in enumerate(rules) if rule.fields_of(case.doc) is not None), None)
+    return {"first": first, "own": rules[case.row].fields_of(case.doc) is not None, "fields": evidence_fields(case.doc)}
 
 
 def _shown(message: str) -> str:
