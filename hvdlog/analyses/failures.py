@@ -305,11 +305,19 @@ def _confidence(rank: _Rank, first: Evidence, ordered_by: str, items: list[Evide
         return "possible"  # a warning read as the failure from the rank's silence after it: no failure line confirms it
     if rank.rank is None:
         return "possible" if first.own else "unknown"  # a failure, but whose the logs do not say
-    # another rank's death evidence came first
-    other_death = any(item.rank is not None and (epoch_of(item.doc), item.rank) != (rank.epoch, rank.rank) for item in earlier)
+    # another rank's death evidence came first (not a death after its own reaction to a lost peer: a consequence too)
+    other_death = any(item.rank is not None and (epoch_of(item.doc), item.rank) != (rank.epoch, rank.rank)
+                      and not _reacted_before(item, items) for item in earlier)
     # a consequence read as the failure (hvdlog.analyses.last_words) rests on what the logs lack
     sure = ordered_by in ("only", "time") and first.own and not other_death and first.read_as is None
     return "certain" if sure else "likely"
+
+
+def _reacted_before(death: Evidence, items: list[Evidence]) -> bool:
+    """``death``'s rank reacted to another rank's failure (peer loss, Horovod's shutdown, SIGTERM)
+    before it: its exit is part of that reaction, no sign that it failed first."""
+    key = (epoch_of(death.doc), death.rank)
+    return any(item.meaning == "consequence" and item.order < death.order and (epoch_of(item.doc), item.rank) == key for item in items)
 
 
 def _apply_same_way(report: FailureReport, ranks: list[int], first: Evidence) -> None:

@@ -50,7 +50,7 @@ from hvdlog import layout
 from hvdlog.cli.launcher_exit import record_exit
 from hvdlog.runtime.writer import FILE_MODE, make_private_dirs
 
-__all__ = ["LAUNCHER_LOG", "WORKER_LINE", "is_elastic_launch", "launcher_command", "run"]
+__all__ = ["EXIT_LINE", "GLUED_WORKER_LINE", "LAUNCHER_LOG", "WORKER_LINE", "is_elastic_launch", "launcher_command", "run"]
 
 #: The launcher's console in the job's folder (``<root>/<job>/launcher.log``).
 LAUNCHER_LOG: Final = "launcher.log"
@@ -82,6 +82,15 @@ def launcher_command(command: Sequence[str], job_dir: Path) -> list[str]:
 #: right after the arrival time. Elastic jobs keep these out of launcher.log; Filebeat's
 #: hvdlog-launcher input leaves them out (shipper/filebeat.yml, checked against this rule).
 WORKER_LINE: Final = re.compile(rb"\[\d+(?:,\d+)?\]<std(?:out|err)>:")
+
+
+#: horovodrun --gloo's own exit lines: the grammar's HOROVOD_GLOO_EXIT_PRINT, written out here
+#: because ``hvdlog run`` stays light (no hvdlog.parse); tests/cli/test_cli_run.py checks they are equal.
+EXIT_LINE: Final = r"(?:Process \d+ exit with status code -?\d+\.|Terminating remaining workers after failure of Process \d+\.)"
+#: A gloo worker's last piece with horovodrun's exit line glued behind it (HOROVOD_GLUED_LAUNCHER_LINE
+#: after a gloo tag): the console tee writes the two as two lines of launcher.log, so the rule that
+#: keeps the workers' lines out (elastic jobs, Filebeat's hvdlog-launcher input) leaves the exit line in.
+GLUED_WORKER_LINE: Final = rf"\[\d+\]<(?:stdout|stderr|stddiag)>:[^\n]+?(?P<launcher_line>{EXIT_LINE})$"
 
 
 def is_elastic_launch(command: Sequence[str]) -> bool:
@@ -168,7 +177,8 @@ def _start_tee(log: Path, pipes: list[tuple[int, int]], *, skip_workers: bool) -
     """``python -I -S run_tee.py`` on the pipes' read ends, once it says it is ready (it loads
     stdlib files only, so it never imports hvdlog or the CLI's libraries)."""
     ready_read, ready_write = os.pipe()
-    spec = {"log": str(log), "pipes": pipes, "ready": ready_write, "skip": WORKER_LINE.pattern.decode() if skip_workers else None}
+    spec = {"log": str(log), "pipes": pipes, "ready": ready_write, "skip": WORKER_LINE.pattern.decode() if skip_workers else None,
+            "glued": GLUED_WORKER_LINE}
     script = Path(__file__).with_name("run_tee.py")
     try:
         tee = subprocess.Popen(

@@ -73,14 +73,27 @@ class Stream(_RankStream):
     assembly), but every line gets its arrival time, and one batch write falls back to line
     by line so a full disk keeps every line that fits."""
 
-    def __init__(self, console: int, writer: RankFileWriter, redactor: Redactor | None, skip: re.Pattern[bytes] | None) -> None:
+    def __init__(self, console: int, writer: RankFileWriter, redactor: Redactor | None, skip: re.Pattern[bytes] | None,
+                 glued: re.Pattern[bytes] | None = None) -> None:
         super().__init__("launcher", -1, console, writer, redactor, status=lambda _message: None)
         self.skip = skip
+        self.glued = glued
+
+    def _unglued(self, line: bytes) -> list[bytes]:
+        """A dead worker's last piece and horovodrun's exit line behind it, as two lines with the
+        same arrival time (the grammar's HOROVOD_GLUED_LAUNCHER_LINE, given by hvdlog run)."""
+        found = self.glued.match(line, _ARRIVAL_LENGTH) if self.glued is not None and b"]<" in line else None
+        if found is None:
+            return [line]
+        start = found.start("launcher_line")
+        return [line[:start] + b"\n", line[:_ARRIVAL_LENGTH] + line[start:]]
 
     def _stamp(self, line: bytes, arrived: float) -> bytes:
         return arrival_prefix(arrived) + line
 
     def _write(self, lines: list[bytes]) -> None:
+        if self.glued is not None:
+            lines = [piece for line in lines for piece in self._unglued(line)]
         if self.skip is not None:
             lines = [line for line in lines if not self.skip.match(line, _ARRIVAL_LENGTH)]
         # The counted drops cover exactly the lines that did not fit.
@@ -104,7 +117,8 @@ def _streams(spec: dict[str, Any]) -> dict[int, Stream]:
     writer.drop_note = _drop_note
     writer.open(spec["log"], 0, 0)
     skip = re.compile(spec["skip"].encode()) if spec.get("skip") else None
-    return {pipe: Stream(console, writer, redactor, skip) for pipe, console in spec["pipes"]}
+    glued = re.compile(spec["glued"].encode()) if spec.get("glued") else None
+    return {pipe: Stream(console, writer, redactor, skip, glued) for pipe, console in spec["pipes"]}
 
 
 def _said_at_end(streams: list[Stream]) -> None:

@@ -15,10 +15,12 @@ from typing import Any, Final, NamedTuple
 from hvdlog.layout import LAUNCHER_LOG_PATH
 from hvdlog.parse.patterns import compile_pattern
 
-__all__ = ["TagSplitter", "Tagged", "path_fields", "payload_start", "shown", "split_prefixed", "strip_tag", "visible"]
+__all__ = ["TagSplitter", "Tagged", "path_fields", "payload_start", "shown", "split_prefixed", "strip_tag", "unglued", "visible"]
 
 _OPENMPI: Final = compile_pattern("HOROVOD_OPENMPI_LINE")
 _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
+_GLOO_TAG_ANY: Final = compile_pattern("HOROVOD_GLOO_TAG_ANY").regex
+_GLUED: Final = compile_pattern("HOROVOD_GLUED_LAUNCHER_LINE")
 _MPICH: Final = compile_pattern("HOROVOD_MPICH_LINE")
 _SRUN: Final = compile_pattern("HOROVOD_SRUN_LINE")
 _COLLECTOR: Final = compile_pattern("HOROVOD_COLLECTOR_LINE")
@@ -164,10 +166,8 @@ class TagSplitter:
         arrival time, for a line held (see ``single``)."""
         fields = _OPENMPI.match(line) if "]<" in line else None
         if fields is None:  # gloo, MPICH, untagged: no chunk tags inside lines
-            if self._single is None:
-                return [strip_tag(line)]
-            tagged = self._single(line, arrival)
-            return [] if tagged is None else [tagged]
+            tagged = strip_tag(line) if self._single is None else self._single(line, arrival)
+            return [] if tagged is None else unglued(tagged)
         fields["horovod.launcher.format"] = "openmpi"
         prefix = fields.pop(_PREFIX, None)
         if prefix and self._learn is not None:
@@ -196,6 +196,28 @@ class TagSplitter:
         pieces = [Tagged(text, fields) for text, fields in self._partial.values()]
         self._partial.clear()
         return pieces
+
+
+def unglued(tagged: Tagged) -> list[Tagged]:
+    """A horovodrun --gloo worker's line as the lines it holds. horovodrun forwards whole lines,
+    but the last piece of a worker that died in the middle of a line has no newline, so what
+    comes next on the same stream stands behind it: another worker's tagged line
+    (``[1]<stderr>:tor[0]<stderr>:Traceback ...``), or horovodrun's own exit line
+    (``[1]<stdout>:tor`` + ``Process 1 exit with status code 137.``, HOROVOD_GLUED_LAUNCHER_LINE).
+    Without the split, the other rank's line is read as this rank's, and the exit is no evidence."""
+    if tagged.fields.get("horovod.launcher.format") != "gloo":
+        return [tagged]
+    lines: list[Tagged] = []
+    payload, fields = tagged.payload, tagged.fields
+    while (inner := _GLOO_TAG_ANY.search(payload)) is not None:
+        lines.append(Tagged(payload[:inner.start()], fields))
+        following = _GLOO.match(payload[inner.start():]) or {}
+        following.pop(_PREFIX, None)
+        payload, fields = following.pop(_PAYLOAD, ""), {**following, "horovod.launcher.format": "gloo"}
+    glued = _GLUED.match(payload)
+    if glued is None:
+        return [*lines, Tagged(payload, fields)]
+    return [*lines, Tagged(glued["@metadata.hvd.torn"], fields), Tagged(glued["@metadata.hvd.launcher_line"], {})]
 
 
 def path_fields(path: str | None) -> dict[str, Any]:

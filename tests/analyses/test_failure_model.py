@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from hvdlog.analyses.failures import first_failure
 from hvdlog.analyses.stalls import stall_episodes
 from hvdlog.parse import parse_lines
@@ -270,3 +272,22 @@ cause the program to abort.
     assert report.blamed_ranks == [None]
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in report.cause, report.cause
     assert report.confidence == "possible"
+
+
+@pytest.mark.parametrize("killed_at", [1.1, 1.3])
+def test_a_survivors_exit_after_its_peer_loss_does_not_weaken_the_killed_ranks_blame(killed_at: float) -> None:
+    """A real killed-rank job: rank 0 loses its peer and records its own exit (hvdlog's
+    ``process_exit``, status 1); the shell's ``Killed`` for rank 1 arrives before or after that
+    record, as the machine's load decides. One answer either way: rank 1, certain. The exit record
+    is a known exit status (not a failure in an unknown format), and it follows rank 0's own
+    reaction to the lost peer, so it is no other rank's death before rank 1's."""
+    docs = [
+        _event(0, 1.0, message="Horovod background loop uncaught exception: [/src/gloo/transport/tcp/pair.cc:589] "
+               "Read error [127.0.0.1]:24449: Connection reset by peer", log={"level": "error"}),
+        _event(0, 1.2, message="process exit: status 1 (uncaught HorovodInternalError)", log={"level": "error"},
+               event={"action": "process_exit", "reason": "uncaught HorovodInternalError"}, process={"exit_code": 1}),
+        _event(1, killed_at, message="Killed", log={"level": "critical"}, event={"action": "signal", "reason": "SIGKILL"}),
+    ]
+    (report,) = first_failure(sorted(docs, key=lambda doc: doc["@timestamp"]))
+    assert (report.blamed_ranks, report.confidence) == ([1], "certain"), report.reasoning
+    assert [item["rank"] for item in report.collateral] == [0]

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from hvdlog.analyses.autotune import autotune_line
-from hvdlog.cli.run import launcher_command
+from hvdlog.cli.run import EXIT_LINE, GLUED_WORKER_LINE, launcher_command
 from hvdlog.documents import get_field
 from hvdlog.parse.autotune import autotune_documents
+from hvdlog.parse.patterns import compile_pattern, load_samples
 from hvdlog.query.files import FileSource
 from hvdlog.query.spec import Filter
 
@@ -78,6 +79,34 @@ class TestRun:
         assert done.stdout == "[0]<stdout>:a worker line\nINFO:root:reset workers: 2\n"
         lines = (tmp_path / "j" / "launcher.log").read_text().splitlines()
         assert [ARRIVAL.sub("", line) for line in lines] == ["INFO:root:reset workers: 2"]
+
+    @pytest.mark.parametrize(("elastic", "expected"), [
+        ((), ["[1]<stdout>:epoch 2 step 118 lo", "Process 1 exit with status code 137."]),
+        (("--min-np", "2"), ["Process 1 exit with status code 137."]),
+    ])
+    def test_a_dead_workers_piece_and_the_exit_line_behind_it(self, tmp_path: Path, elastic: tuple[str, ...], expected: list[str]) -> None:
+        """horovodrun --gloo writes a killed worker's unfinished line at its end and prints the exit
+        status right behind it. The console keeps the bytes; launcher.log gets two lines with one
+        arrival time, so the rule that keeps workers' lines out (elastic, Filebeat) keeps the exit line."""
+        script = ("import sys; sys.stdout.write('[1]<stdout>:epoch 2 step 118 lo'); sys.stdout.flush(); "
+                  "print('Process 1 exit with status code 137.')")
+        done = hvdlog_run(tmp_path, sys.executable, "-c", script, *elastic)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "[1]<stdout>:epoch 2 step 118 loProcess 1 exit with status code 137.\n"
+        lines = (tmp_path / "j" / "launcher.log").read_text().splitlines()
+        assert [ARRIVAL.sub("", line) for line in lines] == expected
+        assert len({ARRIVAL.match(line).group() for line in lines}) == 1  # type: ignore[union-attr]
+
+    def test_the_tees_rule_is_the_grammars(self) -> None:
+        """The tee's copy of horovodrun's exit lines is HOROVOD_GLOO_EXIT_PRINT; behind a gloo tag it
+        takes every sample of HOROVOD_GLUED_LAUNCHER_LINE and none of its near-misses."""
+        assert compile_pattern("HOROVOD_GLOO_EXIT_PRINT").regex.pattern == EXIT_LINE
+        rule = re.compile(GLUED_WORKER_LINE)
+        examples = load_samples()["HOROVOD_GLUED_LAUNCHER_LINE"]
+        samples, misses = examples.samples, examples.misses
+        assert samples and misses
+        assert all(rule.match(f"[1]<stdout>:{text}") for text in samples)
+        assert not any(rule.match(f"[1]<stdout>:{text}") for text in misses)
 
     def test_missing_command(self, tmp_path: Path) -> None:
         """A command that does not exist: one sentence, exit 2."""

@@ -257,6 +257,38 @@ class TestTagSplitter:
         assert (piece.payload, piece.fields.get("rank")) == (payload, rank)
 
 
+class TestGluedGlooLines:
+    """horovodrun --gloo flushes a dead worker's unfinished line at its end without a newline, so
+    the next thing on the same stream stands behind it (HOROVOD_GLUED_LAUNCHER_LINE)."""
+
+    def test_horovodruns_exit_line_behind_a_torn_piece_is_its_own(self) -> None:
+        """The form a real killed rank left in launcher.log: the piece stays rank 1's, the exit line is horovodrun's."""
+        line = "[1]<stdout>:[2026-12-06 18:22:08.215639: I /src/horovod/common/operations.cc:Process 1 exit with status code 137."
+        pieces = TagSplitter().feed(line)
+        assert [(piece.payload, piece.fields.get("rank")) for piece in pieces] == [
+            ("[2026-12-06 18:22:08.215639: I /src/horovod/common/operations.cc:", 1), ("Process 1 exit with status code 137.", None)]
+
+    def test_another_ranks_line_behind_a_torn_piece_is_that_ranks(self) -> None:
+        pieces = TagSplitter().feed("[1]<stderr>:queue is almost fu[0]<stderr>:Traceback (most recent call last):")
+        assert [(piece.payload, piece.fields.get("rank"), piece.fields.get("horovod.launcher.stream")) for piece in pieces] == [
+            ("queue is almost fu", 1, "stderr"), ("Traceback (most recent call last):", 0, "stderr")]
+
+    @pytest.mark.parametrize("line", [
+        "[1]<stdout>:Process 1 exit with status code 137.",  # a rank's own whole print of it: no piece before it
+        "[1,1]<stdout>:epoch 2 loProcess 1 exit with status code 137.",  # Open MPI: horovodrun's gloo print is not there
+        "[1]<stdout>:the launcher said Process 1 exit with status code 137. twice",
+    ])
+    def test_other_lines_stay_whole(self, line: str) -> None:
+        (piece,) = TagSplitter().feed(line)
+        assert "Process 1 exit" in piece.payload
+
+    def test_the_documents(self) -> None:
+        """Through the parser: the exit line is evidence about rank 1 with its status; the piece is a print."""
+        docs = list(parse_lines(["[1]<stdout>:epoch 2 step 118 loProcess 1 exit with status code 137."], path="console.log"))
+        assert [(doc["message"], doc.get("rank"), doc.get("process", {}).get("exit_code")) for doc in docs] == [
+            ("epoch 2 step 118 lo", 1, None), ("Process 1 exit with status code 137.", 1, 137)]
+
+
 class TestWhatATerminalShows:
     """A console line as a terminal shows it: colour codes and tqdm's `\\r` progress (read line by line,
     never split at a `\\r`, as a file is)."""
