@@ -19,7 +19,7 @@ __all__ = ["TagSplitter", "Tagged", "path_fields", "payload_start", "shown", "sp
 
 _OPENMPI: Final = compile_pattern("HOROVOD_OPENMPI_LINE")
 _GLOO: Final = compile_pattern("HOROVOD_GLOO_LINE")
-_GLOO_TAG_ANY: Final = compile_pattern("HOROVOD_GLOO_TAG_ANY").regex
+_GLOO_TAG: Final = compile_pattern("HOROVOD_GLOO_TAG")
 _GLUED: Final = compile_pattern("HOROVOD_GLUED_LAUNCHER_LINE")
 _MPICH: Final = compile_pattern("HOROVOD_MPICH_LINE")
 _SRUN: Final = compile_pattern("HOROVOD_SRUN_LINE")
@@ -209,11 +209,9 @@ def unglued(tagged: Tagged) -> list[Tagged]:
         return [tagged]
     lines: list[Tagged] = []
     payload, fields = tagged.payload, tagged.fields
-    while (inner := _GLOO_TAG_ANY.search(payload)) is not None:
+    while (inner := _GLOO_TAG.regex.search(payload)) is not None:  # as TagSplitter.feed reads Open MPI's tags
         lines.append(Tagged(payload[:inner.start()], fields))
-        following = _GLOO.match(payload[inner.start():]) or {}
-        following.pop(_PREFIX, None)
-        payload, fields = following.pop(_PAYLOAD, ""), {**following, "horovod.launcher.format": "gloo"}
+        payload, fields = payload[inner.end():], {**_GLOO_TAG.fields_of(inner), "horovod.launcher.format": "gloo"}
     glued = _GLUED.match(payload)
     if glued is None:
         return [*lines, Tagged(payload, fields)]

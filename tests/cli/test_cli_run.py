@@ -101,6 +101,7 @@ class TestRun:
         """The tee's copy of horovodrun's exit lines is HOROVOD_GLOO_EXIT_PRINT; behind a gloo tag it
         takes every sample of HOROVOD_GLUED_LAUNCHER_LINE and none of its near-misses."""
         assert compile_pattern("HOROVOD_GLOO_EXIT_PRINT").regex.pattern == EXIT_LINE
+        assert GLUED_WORKER_LINE.startswith(compile_pattern("HOROVOD_GLOO_TAG_ANY").regex.pattern)
         rule = re.compile(GLUED_WORKER_LINE)
         examples = load_samples()["HOROVOD_GLUED_LAUNCHER_LINE"]
         samples, misses = examples.samples, examples.misses
